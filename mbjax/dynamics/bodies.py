@@ -1,0 +1,55 @@
+"""Per-body terms shared by the recursive algorithms, all in the world frame."""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+
+from .. import spatial
+from ..kinematics import TreeKinematics, body_velocities_from, joint_bias
+from ..model.model import Model
+
+
+class BodyTerms(NamedTuple):
+    inertia: tuple  # world inertias (m (nb,), h (nb, 3), I_O (nb, 3, 3))
+    v: jax.Array  # (nb, 6) spatial velocities
+    c: jax.Array  # (nb, 6) velocity-product accelerations v_i x v_J,i + Ad(c_J,i)
+    p: jax.Array  # (nb, 6) bias forces v_i x* I_i v_i - f_ext,i
+
+
+def world_inertias(model: Model, tk: TreeKinematics):
+    return spatial.world_inertia(model.mass, model.com, model.inertia, tk.R, tk.p)
+
+
+def gravity_acceleration(model: Model):
+    """Spatial acceleration (-g, 0) of the world: gravity enters as an upward base acceleration."""
+    return jnp.concatenate([-model.gravity, jnp.zeros(3, model.gravity.dtype)])
+
+
+def external_forces(model: Model, tk: TreeKinematics, f_ext):
+    """Body-frame wrenches (nb, 6) -> world frame. ``f_ext[i]`` acts on body i and is given
+    as ``(force, moment about the body-frame origin)`` in body-frame axes, as in Pinocchio."""
+    f_ext = jnp.asarray(f_ext, tk.p.dtype)
+    if f_ext.shape != (model.nbodies, 6):
+        raise ValueError(
+            f"f_ext has shape {f_ext.shape}; expected ({model.nbodies}, 6): one body-frame wrench "
+            "(force, moment) per body, in model.body_names order"
+        )
+    return spatial.transform_force(tk.R, tk.p, f_ext)
+
+
+def body_terms(model: Model, tk: TreeKinematics, q, qd, f_ext=None) -> BodyTerms:
+    inertia = world_inertias(model, tk)
+    v = body_velocities_from(model, tk, qd)
+    body = model.topology.dof_body
+    # sum of S_k qd_k over the coordinates of each joint
+    vJ = jax.ops.segment_sum(tk.S * qd[:, None], body, model.nbodies, indices_are_sorted=True)
+    c = spatial.cross_motion(v, vJ)
+    if model.topology.has_bias:
+        c = c + spatial.transform_motion(tk.R, tk.p, joint_bias(model, q, qd))
+    p = spatial.cross_force(v, spatial.inertia_apply(*inertia, v))
+    if f_ext is not None:
+        p = p - external_forces(model, tk, f_ext)
+    return BodyTerms(inertia, v, c, p)

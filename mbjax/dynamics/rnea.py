@@ -1,0 +1,40 @@
+"""Recursive Newton-Euler algorithm: inverse dynamics tau = M(q) qdd + h(q, qd) - J^T f_ext."""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+from .. import spatial
+from ..checks import check_configuration, check_vector
+from ..kinematics import tree_kinematics
+from ..model.model import Model
+from .bodies import body_terms, gravity_acceleration
+
+
+def rnea_from(model: Model, tk, q, qd, qdd, f_ext=None):
+    """RNEA on precomputed tree kinematics (no input checks).
+
+    In world coordinates (Featherstone, RBDA Sec. 5.3, absolute form):
+      a_i = a_0 + sum_{k moves i} (S_k qdd_k) + sum_{j <= i} c_j      (A @ ...: root paths)
+      f_i = I_i a_i + v_i x* I_i v_i - f_ext,i
+      F_i = sum_{j in subtree(i)} f_j                                  (A^T @ f)
+      tau_k = S_k . F_{body(k)} + armature_k qdd_k
+    """
+    topo = model.topology
+    t = body_terms(model, tk, q, qd, f_ext)
+    A = jnp.asarray(topo.ancestors, qd.dtype)
+    a = jnp.asarray(topo.dof_ancestors, qd.dtype) @ (tk.S * qdd[:, None]) + A @ t.c + gravity_acceleration(model)
+    f = spatial.inertia_apply(*t.inertia, a) + t.p
+    F = A.T @ f
+    return jnp.sum(tk.S * F[topo.dof_body], axis=-1) + model.armature * qdd
+
+
+def rnea(model: Model, q, qd, qdd, f_ext=None):
+    """Joint torques (nv,) that produce the accelerations ``qdd`` at state (q, qd).
+
+    **Arguments:** ``q`` (nq,), ``qd`` (nv,), ``qdd`` (nv,); ``f_ext`` (nbodies, 6): optional
+    external wrench on each body, ``(force, moment about the body origin)`` in body axes.
+    """
+    q = check_configuration(model, q)
+    qd, qdd = check_vector(model, qd, "qd"), check_vector(model, qdd, "qdd")
+    return rnea_from(model, tree_kinematics(model, q), q, qd, qdd, f_ext)

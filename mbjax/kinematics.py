@@ -1,0 +1,219 @@
+"""Kinematics: body and frame poses, spatial velocities, Jacobians, centre of mass.
+
+Internally every spatial quantity is expressed in the world frame ("absolute" form): the
+motion subspace of velocity coordinate k is the world-frame 6-vector ``S_k``, the spatial
+velocity of body i is ``v_i = sum over k moving i of S_k qd_k`` and the Jacobian of body i
+is the matrix of those ``S_k``. Sums along root paths and over subtrees are products with
+the ancestor matrix (Mufti's path matrix T, seed 000 Eq. 25), so only the composition of
+poses needs a pass over the tree.
+
+Jacobians follow Pinocchio's reference frames:
+
+- ``"world"``: spatial velocity of the frame, both parts in world axes, linear part at the
+  world origin;
+- ``"local"``: in the frame's own axes, at its origin;
+- ``"local_world_aligned"``: at the frame's origin, in world axes (classical linear velocity
+  of the frame origin, and angular velocity).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import spatial
+from .checks import check_configuration, check_vector
+from .model.model import Model
+from .model.topology import _index
+from .model.tree import forward_pass, take
+
+REFERENCES = ("world", "local", "local_world_aligned")
+
+
+class TreeKinematics(NamedTuple):
+    """World poses of the bodies and world-frame motion subspaces of the velocity coordinates."""
+
+    R: jax.Array  # (nb, 3, 3) body orientations
+    p: jax.Array  # (nb, 3) body origins
+    S: jax.Array  # (nv, 6) motion subspace of each velocity coordinate, world frame
+
+
+def _rows(x, idx):
+    """``x[idx]`` for an (n, k) integer table, using a slice when the rows are contiguous."""
+    flat = _index(np.asarray(idx).reshape(-1))
+    return x[flat].reshape(idx.shape + x.shape[1:])
+
+
+def joint_motion(model: Model, q):
+    """Joint transforms X_J(q) composed with the joint placements, and local subspaces.
+
+    **Returns:** ``(R, p)`` (nb, 3, 3), (nb, 3): pose of each body in its parent body;
+    ``S`` (nv, 6): motion subspace rows in the child body frame.
+    """
+    topo = model.topology
+    Rs, ps, Ss = [], [], []
+    for joint, bodies, qi, _ in topo.groups:
+        axis = model.joint_axis[_index(bodies)]
+        qg = _rows(q, qi)
+        R, p = joint.transform(axis, qg)
+        Ss.append(joint.motion_subspace(axis, qg).reshape(-1, 6))
+        Rs.append(R)
+        ps.append(p)
+    body_order, dof_order = topo.group_order
+    RJ = take(jnp.concatenate(Rs), body_order)
+    pJ = take(jnp.concatenate(ps), body_order)
+    S = take(jnp.concatenate(Ss), dof_order)
+    R, p = spatial.compose(model.joint_rotation, model.joint_translation, RJ, pJ)
+    return R, p, S
+
+
+def joint_bias(model: Model, q, qd):
+    """Velocity-product terms c_J (nb, 6) of the joints, child frame (zero for most types)."""
+    topo = model.topology
+    parts = []
+    for joint, bodies, qi, vi in topo.groups:
+        parts.append(joint.bias(model.joint_axis[_index(bodies)], _rows(q, qi), _rows(qd, vi)))
+    return take(jnp.concatenate(parts), topo.group_order[0])
+
+
+def _compose_step(parent, local):
+    (Rp, pp), (R, p) = parent, local
+    return spatial.compose(Rp, pp, R, p)
+
+
+def tree_kinematics(model: Model, q) -> TreeKinematics:
+    """World poses of all bodies and the world-frame motion subspaces (no input checks)."""
+    R_loc, p_loc, S_loc = joint_motion(model, q)
+    eye = jnp.eye(3, dtype=R_loc.dtype)
+    R, p = forward_pass(model.topology, _compose_step, (eye, jnp.zeros(3, R_loc.dtype)), (R_loc, p_loc))
+    body = model.topology.dof_body
+    S = spatial.transform_motion(R[body], p[body], S_loc)
+    return TreeKinematics(R, p, S)
+
+
+def forward_kinematics(model: Model, q):
+    """Pose of every body in the world.
+
+    **Arguments:** ``q`` (nq,).
+
+    **Returns:** ``(R, p)``: rotations (nb, 3, 3) and origins (nb, 3), world frame.
+    """
+    q = check_configuration(model, q)
+    tk = tree_kinematics(model, q)
+    return tk.R, tk.p
+
+
+def frame_placements_from(model: Model, tk: TreeKinematics):
+    """World poses (nf, 3, 3), (nf, 3) of all frames given the body poses."""
+    fb = np.asarray(model.topology.frame_bodies)
+    world = fb < 0
+    idx = np.where(world, 0, fb)
+    Rb = jnp.where(world[:, None, None], jnp.eye(3, dtype=tk.R.dtype), tk.R[idx])
+    pb = jnp.where(world[:, None], 0.0, tk.p[idx])
+    return spatial.compose(Rb, pb, model.frame_rotation, model.frame_translation)
+
+
+def frame_placements(model: Model, q):
+    """World pose of every frame: ``(R, p)`` of shapes (nf, 3, 3) and (nf, 3)."""
+    q = check_configuration(model, q)
+    return frame_placements_from(model, tree_kinematics(model, q))
+
+
+def frame_placement(model: Model, q, frame):
+    """World pose ``(R (3, 3), p (3,))`` of one frame (name or index)."""
+    f = model.frame_index(frame)
+    R, p = frame_placements(model, q)
+    return R[f], p[f]
+
+
+def body_velocities_from(model: Model, tk: TreeKinematics, qd):
+    """World-frame spatial velocities of all bodies (nb, 6): ``v = A_dof @ (S * qd)``."""
+    return jnp.asarray(model.topology.dof_ancestors, qd.dtype) @ (tk.S * qd[:, None])
+
+
+def body_velocities(model: Model, q, qd, reference: str = "local"):
+    """Spatial velocity of every body (nb, 6), ``(linear, angular)``, in ``reference``."""
+    q, qd = check_configuration(model, q), check_vector(model, qd, "qd")
+    tk = tree_kinematics(model, q)
+    return _express(tk.R, tk.p, body_velocities_from(model, tk, qd), reference)
+
+
+def _express(R, p, m, reference):
+    """Re-express world-frame motions ``m`` (..., 6) at frames with poses (R, p)."""
+    if reference == "world":
+        return m
+    if reference == "local":
+        return spatial.inverse_transform_motion(R, p, m)
+    if reference == "local_world_aligned":
+        v, w = m[..., :3], m[..., 3:]
+        return jnp.concatenate([v + jnp.cross(w, p), w], axis=-1)
+    raise ValueError(f"unknown reference frame {reference!r}; use one of {REFERENCES}")
+
+
+def frame_jacobian_from(model: Model, tk: TreeKinematics, frame: int, reference: str):
+    f = frame
+    body = model.topology.frame_bodies[f]
+    if body < 0:
+        return jnp.zeros((6, model.nv), tk.S.dtype)
+    Rf, pf = frame_placements_from(model, tk)
+    mask = jnp.asarray(model.topology.dof_ancestors[body], tk.S.dtype)
+    J = tk.S * mask[:, None]  # (nv, 6) world-frame columns
+    return _express(Rf[f], pf[f], J, reference).T
+
+
+def frame_jacobian(model: Model, q, frame, reference: str = "local_world_aligned"):
+    """Jacobian (6, nv) of a frame, rows ``(linear, angular)``, in ``reference``.
+
+    ``J @ qd`` is the frame's spatial velocity in that reference (see module docstring).
+    """
+    q = check_configuration(model, q)
+    return frame_jacobian_from(model, tree_kinematics(model, q), model.frame_index(frame), reference)
+
+
+def frame_jacobian_time_variation(model: Model, q, qd, frame, reference: str = "local_world_aligned"):
+    """dJ/dt (6, nv) of :func:`frame_jacobian` along the motion ``qd``.
+
+    Computed as the exact directional derivative ``d/dt J(q (+) t qd)`` at ``t = 0``, so
+    that ``frame acceleration = J qdd + dJ qd``.
+    """
+    from .configuration import integrate
+
+    q, qd = check_configuration(model, q), check_vector(model, qd, "qd")
+    f = model.frame_index(frame)
+
+    def jac(t):
+        return frame_jacobian_from(model, tree_kinematics(model, integrate(model, q, t * qd)), f, reference)
+
+    return jax.jvp(jac, (jnp.zeros((), q.dtype),), (jnp.ones((), q.dtype),))[1]
+
+
+def frame_velocity(model: Model, q, qd, frame, reference: str = "local_world_aligned"):
+    """Spatial velocity (6,) of a frame in ``reference``."""
+    return frame_jacobian(model, q, frame, reference) @ qd
+
+
+def center_of_mass_from(model: Model, tk: TreeKinematics):
+    c = spatial.matvec(tk.R, model.com) + tk.p
+    return jnp.sum(model.mass[:, None] * c, axis=0) / jnp.sum(model.mass)
+
+
+def center_of_mass(model: Model, q):
+    """Position (3,) of the centre of mass of the whole system, world frame."""
+    q = check_configuration(model, q)
+    return center_of_mass_from(model, tree_kinematics(model, q))
+
+
+def center_of_mass_jacobian(model: Model, q):
+    """Jacobian (3, nv) of the centre of mass: ``c_dot = J_com @ qd``.
+
+    Column k is the linear momentum that velocity coordinate k alone gives the subtree it
+    moves, divided by the total mass: ``(m_sub v_k + w_k x h_sub) / m``.
+    """
+    from .dynamics.crba import momentum_matrix_from
+
+    q = check_configuration(model, q)
+    tk = tree_kinematics(model, q)
+    return momentum_matrix_from(model, tk)[:3] / jnp.sum(model.mass)

@@ -1,0 +1,320 @@
+"""Build a Model body by body, in Python (NumPy only: validation errors are plain exceptions)."""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import jax.numpy as jnp
+import numpy as np
+
+from .joints import JOINT_TYPES
+from .model import Model
+from .topology import Topology
+
+WORLD = "world"
+
+
+@dataclass
+class _Body:
+    name: str
+    parent: str
+    joint_type: str
+    joint_name: str
+    rotation: np.ndarray
+    translation: np.ndarray
+    axis: np.ndarray  # (2, 3)
+    mass: float
+    com: np.ndarray
+    inertia: np.ndarray
+    lower: np.ndarray
+    upper: np.ndarray
+    velocity_limit: np.ndarray
+    effort_limit: np.ndarray
+    armature: np.ndarray
+
+
+class ModelBuilder:
+    """Assemble a tree of rigid bodies, then ``build()`` a :class:`Model`.
+
+    Example::
+
+        b = ModelBuilder("pendulum")
+        b.add_body("link", joint="revolute", axis=(0, 1, 0), mass=1.0,
+                   com=(0, 0, -0.5), inertia=np.diag([0.1, 0.1, 0.01]))
+        model = b.build()
+
+    Bodies joined to their parent by a ``"fixed"`` joint are merged into their nearest movable
+    ancestor (their inertia is added to it, as Pinocchio does for URDF); each such body
+    remains a named frame. Every body, movable or merged, is a frame of the same name.
+    """
+
+    def __init__(self, name: str = "model", gravity=(0.0, 0.0, -9.81)):
+        self.name = name
+        self.gravity = _vector(gravity, 3, "gravity")
+        self._bodies: dict[str, _Body] = {}
+        self._frames: list[tuple[str, str, np.ndarray, np.ndarray]] = []
+
+    def add_body(
+        self,
+        name: str,
+        *,
+        parent: str = WORLD,
+        joint: str = "fixed",
+        joint_name: str | None = None,
+        axis=(0.0, 0.0, 1.0),
+        axis2=(0.0, 1.0, 0.0),
+        rotation=None,
+        translation=(0.0, 0.0, 0.0),
+        mass: float = 0.0,
+        com=(0.0, 0.0, 0.0),
+        inertia=None,
+        lower=None,
+        upper=None,
+        velocity_limit=None,
+        effort_limit=None,
+        armature=0.0,
+    ) -> "ModelBuilder":
+        """Add body ``name`` joined to ``parent`` (a body name or ``"world"``).
+
+        **Arguments:**
+
+        - ``joint``: ``"fixed"`` or one of ``revolute, continuous, prismatic, spherical,
+          universal, cylindrical, planar, free``.
+        - ``axis`` (and ``axis2`` for universal joints): joint axes in the joint frame.
+        - ``rotation`` (3, 3), ``translation`` (3,): pose of the joint frame in the parent body
+          frame (identity and zero by default). The body frame is the joint frame moved by
+          the joint.
+        - ``mass``, ``com`` (3,), ``inertia`` (3, 3): inertial data in the body frame; the
+          inertia is about the centre of mass.
+        - ``lower``, ``upper``: position limits, a scalar or one per configuration coordinate;
+          ``velocity_limit``, ``effort_limit``, ``armature``: a scalar or one per velocity
+          coordinate.
+        """
+        if name in self._bodies or name == WORLD:
+            raise ValueError(f"a body named {name!r} already exists")
+        if parent != WORLD and parent not in self._bodies:
+            raise ValueError(f"parent {parent!r} of body {name!r} does not exist; add the parent first")
+        if joint != "fixed" and joint not in JOINT_TYPES:
+            raise ValueError(f"unknown joint type {joint!r} for body {name!r}; known: fixed, {', '.join(JOINT_TYPES)}")
+        nq, nv = (0, 0) if joint == "fixed" else (JOINT_TYPES[joint].nq, JOINT_TYPES[joint].nv)
+        R = np.eye(3) if rotation is None else _rotation(rotation, f"rotation of body {name!r}")
+        axes = np.stack([_unit(axis, f"axis of joint of {name!r}"), _unit(axis2, f"axis2 of joint of {name!r}")])
+        I = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, dtype=float)
+        check_inertia(float(mass), I, name)
+        self._bodies[name] = _Body(
+            name=name,
+            parent=parent,
+            joint_type=joint,
+            joint_name=joint_name or name,
+            rotation=R,
+            translation=_vector(translation, 3, f"translation of body {name!r}"),
+            axis=axes,
+            mass=float(mass),
+            com=_vector(com, 3, f"com of body {name!r}"),
+            inertia=0.5 * (I + I.T),
+            lower=_per_coord(lower, nq, -np.inf, "lower", name),
+            upper=_per_coord(upper, nq, np.inf, "upper", name),
+            velocity_limit=_per_coord(velocity_limit, nv, np.inf, "velocity_limit", name),
+            effort_limit=_per_coord(effort_limit, nv, np.inf, "effort_limit", name),
+            armature=_per_coord(armature, nv, 0.0, "armature", name),
+        )
+        if np.any(self._bodies[name].lower > self._bodies[name].upper):
+            raise ValueError(f"joint of body {name!r} has lower limit above upper limit")
+        return self
+
+    def add_frame(self, name: str, body: str, rotation=None, translation=(0.0, 0.0, 0.0)) -> "ModelBuilder":
+        """Add a named frame rigidly attached to ``body`` (or ``"world"``)."""
+        if body != WORLD and body not in self._bodies:
+            raise ValueError(f"body {body!r} of frame {name!r} does not exist")
+        R = np.eye(3) if rotation is None else _rotation(rotation, f"rotation of frame {name!r}")
+        self._frames.append((name, body, R, _vector(translation, 3, f"translation of frame {name!r}")))
+        return self
+
+    # ---------------------------------------------------------------------------- build
+    def build(self, dtype=None) -> Model:
+        """Merge fixed joints, order the bodies depth-first and return the Model.
+
+        ``dtype`` defaults to JAX's default float (float64 when ``jax_enable_x64`` is on).
+        """
+        if not self._bodies:
+            raise ValueError("the model has no bodies")
+        children: dict[str, list[str]] = {WORLD: []}
+        for b in self._bodies.values():
+            children.setdefault(b.parent, []).append(b.name)
+        order: list[str] = []
+        stack = list(reversed(children[WORLD]))
+        while stack:  # depth-first, children in the order they were added
+            n = stack.pop()
+            order.append(n)
+            stack.extend(reversed(children.get(n, [])))
+
+        # Each body's movable "anchor" (itself or nearest movable ancestor) and its pose in it.
+        anchor: dict[str, str] = {}
+        pose: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        for n in order:
+            b = self._bodies[n]
+            if b.joint_type != "fixed":
+                anchor[n], pose[n] = n, (np.eye(3), np.zeros(3))
+            else:
+                pa = anchor.get(b.parent, WORLD)
+                Rp, pp = pose.get(b.parent, (np.eye(3), np.zeros(3)))
+                anchor[n], pose[n] = pa, (Rp @ b.rotation, pp + Rp @ b.translation)
+
+        movable = [n for n in order if self._bodies[n].joint_type != "fixed"]
+        if not movable:
+            raise ValueError("the model has no movable joint; add at least one joint that is not 'fixed'")
+        index = {n: i for i, n in enumerate(movable)}
+        mass = {n: 0.0 for n in movable}
+        mcom = {n: np.zeros(3) for n in movable}
+        parts: dict[str, list] = {n: [] for n in movable}
+        for n in order:
+            a = anchor[n]
+            if a == WORLD:
+                continue
+            b = self._bodies[n]
+            R, p = pose[n]
+            parts[a].append((b.mass, R @ b.com + p, R @ b.inertia @ R.T))
+        bodies = []
+        for n in movable:
+            m, c, I = _lump(parts[n])
+            mass[n], mcom[n] = m, c
+            b = self._bodies[n]
+            pa = anchor[b.parent] if b.parent != WORLD else WORLD
+            Rp, pp = pose[b.parent] if b.parent != WORLD else (np.eye(3), np.zeros(3))
+            bodies.append((b, -1 if pa == WORLD else index[pa], Rp @ b.rotation, pp + Rp @ b.translation, m, c, I))
+
+        frames = [(n, -1 if anchor[n] == WORLD else index[anchor[n]], *pose[n]) for n in order]
+        for fname, body, R, p in self._frames:
+            a = WORLD if body == WORLD else anchor[body]
+            Rb, pb = (np.eye(3), np.zeros(3)) if body == WORLD else pose[body]
+            frames.append((fname, -1 if a == WORLD else index[a], Rb @ R, pb + Rb @ p))
+        names = [f[0] for f in frames]
+        dup = {x for x in names if names.count(x) > 1}
+        if dup:
+            raise ValueError(f"duplicate frame names: {sorted(dup)}")
+
+        _warn_massless(bodies)
+        topo = Topology(
+            name=self.name,
+            body_names=tuple(b.name for b, *_ in bodies),
+            parents=tuple(p for _, p, *_ in bodies),
+            joint_names=tuple(b.joint_name for b, *_ in bodies),
+            joint_types=tuple(b.joint_type for b, *_ in bodies),
+            frame_names=tuple(names),
+            frame_bodies=tuple(f[1] for f in frames),
+        )
+        if len(set(topo.joint_names)) != len(topo.joint_names):
+            raise ValueError("joint names must be unique")
+        dtype = jnp.zeros(()).dtype if dtype is None else dtype
+        arr = lambda x: jnp.asarray(np.asarray(x, dtype=float), dtype=dtype)  # noqa: E731
+        cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0)  # noqa: E731
+        return Model(
+            topology=topo,
+            joint_rotation=arr([R for _, _, R, *_ in bodies]),
+            joint_translation=arr([p for _, _, _, p, *_ in bodies]),
+            joint_axis=arr([b.axis for b, *_ in bodies]),
+            mass=arr([m for *_, m, _, _ in bodies]),
+            com=arr([c for *_, c, _ in bodies]),
+            inertia=arr([I for *_, I in bodies]),
+            armature=arr(cat([b.armature for b, *_ in bodies])),
+            lower=arr(cat([b.lower for b, *_ in bodies])),
+            upper=arr(cat([b.upper for b, *_ in bodies])),
+            velocity_limit=arr(cat([b.velocity_limit for b, *_ in bodies])),
+            effort_limit=arr(cat([b.effort_limit for b, *_ in bodies])),
+            frame_rotation=arr([f[2] for f in frames]),
+            frame_translation=arr([f[3] for f in frames]),
+            gravity=arr(self.gravity),
+        )
+
+
+# ------------------------------------------------------------------------------ helpers
+def check_inertia(mass: float, inertia: np.ndarray, name: str, tol: float = 1e-10) -> None:
+    """Raise ``ValueError`` unless (mass, inertia about the CoM) is physically possible.
+
+    A rigid body has mass >= 0 and a symmetric rotational inertia whose principal moments are
+    non-negative and satisfy the triangle inequality I_a + I_b >= I_c.
+    """
+    if not np.isfinite(mass) or mass < 0:
+        raise ValueError(f"body {name!r} has mass {mass}; a mass must be finite and >= 0")
+    I = np.asarray(inertia, dtype=float)
+    if I.shape != (3, 3):
+        raise ValueError(f"inertia of body {name!r} has shape {I.shape}; expected (3, 3)")
+    if not np.all(np.isfinite(I)):
+        raise ValueError(f"inertia of body {name!r} is not finite")
+    scale = max(1.0, float(np.abs(I).max()))
+    if np.abs(I - I.T).max() > 1e-8 * scale:
+        raise ValueError(f"inertia of body {name!r} is not symmetric: {I.tolist()}")
+    ev = np.linalg.eigvalsh(0.5 * (I + I.T))
+    if ev[0] < -tol * scale:
+        raise ValueError(f"inertia of body {name!r} has a negative principal moment {ev[0]:.6g}; it is not physical")
+    if ev[0] + ev[1] < ev[2] - tol * scale - 1e-9 * ev[2]:
+        raise ValueError(
+            f"inertia of body {name!r} violates the triangle inequality (principal moments "
+            f"{ev[0]:.6g}, {ev[1]:.6g}, {ev[2]:.6g}: the two smallest must add up to at least the largest)"
+        )
+
+
+def _lump(parts):
+    """Mass, CoM and inertia about the CoM of rigidly joined parts given in one frame."""
+    m = sum(p[0] for p in parts)
+    if m <= 0:
+        return 0.0, np.zeros(3), sum((p[2] for p in parts), np.zeros((3, 3)))
+    c = sum(p[0] * p[1] for p in parts) / m
+    I = np.zeros((3, 3))
+    for mi, ci, Ii in parts:
+        d = ci - c
+        I += Ii + mi * (d @ d * np.eye(3) - np.outer(d, d))
+    return m, c, I
+
+
+def _warn_massless(bodies):
+    """Warn about movable bodies whose whole subtree carries no inertia (singular mass matrix)."""
+    n = len(bodies)
+    total = [b[4] + np.abs(b[6]).sum() for b in bodies]
+    for i in range(n - 1, -1, -1):
+        p = bodies[i][1]
+        if p >= 0:
+            total[p] += total[i]
+    empty = [bodies[i][0].name for i in range(n) if total[i] == 0.0]
+    if empty:
+        warnings.warn(
+            f"bodies {empty} and everything they carry have no mass or inertia: the mass matrix is "
+            "singular, so forward dynamics (aba) is undefined. Kinematics still works.",
+            stacklevel=3,
+        )
+
+
+def _vector(x, n, what):
+    a = np.asarray(x, dtype=float).reshape(-1)
+    if a.shape != (n,) or not np.all(np.isfinite(a)):
+        raise ValueError(f"{what} must be {n} finite numbers; got {x!r}")
+    return a
+
+
+def _unit(x, what):
+    a = _vector(x, 3, what)
+    n = np.linalg.norm(a)
+    if n < 1e-12:
+        raise ValueError(f"{what} is the zero vector; give a direction")
+    return a / n
+
+
+def _rotation(R, what):
+    R = np.asarray(R, dtype=float)
+    if R.shape != (3, 3) or not np.all(np.isfinite(R)):
+        raise ValueError(f"{what} must be a finite 3x3 rotation matrix")
+    if np.abs(R @ R.T - np.eye(3)).max() > 1e-6 or np.linalg.det(R) < 0:
+        raise ValueError(f"{what} is not a rotation matrix (R R^T != E or det R != 1)")
+    return R
+
+
+def _per_coord(x, n, default, what, body):
+    if x is None:
+        return np.full(n, default)
+    a = np.asarray(x, dtype=float).reshape(-1)
+    if a.size == 1:
+        return np.full(n, a[0])
+    if a.size != n:
+        raise ValueError(f"{what} of joint of body {body!r} has {a.size} values; expected 1 or {n}")
+    return a

@@ -1,0 +1,301 @@
+"""Tree topology: the static structure of a model, and Mufti's graph matrices (seed 000, Sec. 2).
+
+A model's bodies are numbered ``0 .. nb-1`` with ``parents[i] < i`` (``-1`` is the world), in
+depth-first order with children in the order they were added (Pinocchio's order). Seen as
+Mufti's directed tree, the world is the root vertex b_1, body ``i`` is vertex b_{i+2} and the
+joint of body ``i`` is arc h_{i+1}: this numbering *is* a regular labeling, so the incidence
+matrix C (Eq. 1) with its first row removed is upper triangular with -1 on the diagonal.
+
+The recursive algorithms walk the tree by depth level ("all bodies of one depth at once"):
+each level is a batch of bodies whose parents all lie in the previous level. The tables that
+drive those passes are computed here once, in NumPy, and kept static in the model.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+
+
+# --------------------------------------------------------------- Mufti, seed 000 Sec. 2
+def regular_labeling(parents):
+    """Relabel a directed tree so that it is regularly labelled (seed 000, Sec. 2).
+
+    Mufti: label the root 1, give the peripheral vertices (those with no outgoing arc) the
+    highest numbers, remove them, and repeat. Every arc then points from a lower to a higher
+    label, and the arc ending at vertex k gets label k - 1.
+
+    **Arguments:** ``parents``: parent index of each vertex (``-1`` for the single root), in
+    any labeling (0-based).
+
+    **Returns:** ``order`` with ``order[k]`` = old index of the vertex whose new label is
+    ``k`` (0-based), and the parents in the new labeling.
+    """
+    parents = [int(p) for p in parents]
+    n = len(parents)
+    roots = [i for i, p in enumerate(parents) if p < 0]
+    if len(roots) != 1:
+        raise ValueError(f"a directed tree has exactly one root; found {len(roots)}")
+    for i, p in enumerate(parents):
+        if p >= n:
+            raise ValueError(f"vertex {i} has parent {p}, which does not exist")
+    children = [[] for _ in range(n)]
+    for i, p in enumerate(parents):
+        if p >= 0:
+            children[p].append(i)
+    remaining = set(range(n))
+    label_from_top = []  # vertices in order of decreasing label
+    while remaining:
+        peripheral = [i for i in sorted(remaining, reverse=True) if not any(c in remaining for c in children[i])]
+        if not peripheral:
+            raise ValueError("the parent list contains a cycle")
+        label_from_top.extend(peripheral)
+        remaining.difference_update(peripheral)
+    order = label_from_top[::-1]
+    if order[0] != roots[0]:
+        raise ValueError("the parent list contains a cycle")
+    new = {old: k for k, old in enumerate(order)}
+    return order, [new[parents[old]] if parents[old] >= 0 else -1 for old in order]
+
+
+def incidence_matrix(parents):
+    """Incidence matrix C (n x n-1) of a regularly labelled tree, seed 000 Eq. (1).
+
+    ``C[i, j] = 1`` if vertex i is the initial vertex of arc j, ``-1`` if it is its final
+    vertex. Arc j ends at vertex j + 1 (0-based).
+    """
+    parents = _check_regular(parents)
+    n = len(parents)
+    C = np.zeros((n, n - 1), dtype=int)
+    for j in range(n - 1):
+        C[parents[j + 1], j] = 1
+        C[j + 1, j] = -1
+    return C
+
+
+def path_matrix(parents):
+    """Path matrix T = S^-1 with S = (-e_1, C), seed 000 Eqs. (22)-(25).
+
+    Row 0 (T_1) is ``-1``; rows 1..n-1 (T_2) have ``T[j + 1, k] = -1`` when arc j lies on
+    the path from the root to vertex k. Computed from the tree, not by inverting S.
+    """
+    parents = _check_regular(parents)
+    n = len(parents)
+    T = np.zeros((n, n), dtype=int)
+    T[0, :] = -1
+    for k in range(1, n):
+        v = k
+        while v > 0:  # arc v - 1 ends at vertex v
+            T[v, k] = -1
+            v = parents[v]
+    return T
+
+
+def _check_regular(parents):
+    parents = [int(p) for p in parents]
+    if not parents or parents[0] != -1 or any(not (0 <= p < i) for i, p in enumerate(parents[1:], 1)):
+        raise ValueError(
+            "expected a regularly labelled tree: parents[0] == -1 and 0 <= parents[i] < i; "
+            "use regular_labeling() to relabel it"
+        )
+    return parents
+
+
+# ---------------------------------------------------------------------------- Topology
+@dataclass(frozen=True, eq=False)
+class Topology:
+    """Static description of a kinematic tree (no physical numbers: those live in Model)."""
+
+    name: str
+    body_names: tuple
+    parents: tuple
+    joint_names: tuple
+    joint_types: tuple
+    frame_names: tuple
+    frame_bodies: tuple  # body each frame is attached to, -1 = world
+
+    def __post_init__(self):
+        nb = len(self.parents)
+        for i, p in enumerate(self.parents):
+            if not -1 <= p < i:
+                raise ValueError(f"body {i} has parent {p}; parents must precede their children")
+        if not (len(self.body_names) == len(self.joint_names) == len(self.joint_types) == nb):
+            raise ValueError("body_names, joint_names, joint_types and parents differ in length")
+        if len(self.frame_names) != len(self.frame_bodies):
+            raise ValueError("frame_names and frame_bodies differ in length")
+
+    # equality and hashing by value, hashed once (jit compares static data on every call)
+    @functools.cached_property
+    def _key(self):
+        return (self.name, self.body_names, self.parents, self.joint_names, self.joint_types,
+                self.frame_names, self.frame_bodies)
+
+    @functools.cached_property
+    def _hash(self):
+        return hash(self._key)
+
+    def __hash__(self):
+        return self._hash
+
+    def __eq__(self, other):
+        return self is other or (isinstance(other, Topology) and self._key == other._key)
+
+    # ------------------------------------------------------------------ sizes and slices
+    @property
+    def nbodies(self):
+        return len(self.parents)
+
+    @functools.cached_property
+    def joints(self):
+        """Joint type objects, one per body."""
+        from .joints import JOINT_TYPES
+
+        return tuple(JOINT_TYPES[t] for t in self.joint_types)
+
+    @functools.cached_property
+    def q_start(self):
+        return tuple(int(x) for x in np.cumsum([0] + [j.nq for j in self.joints])[:-1])
+
+    @functools.cached_property
+    def v_start(self):
+        return tuple(int(x) for x in np.cumsum([0] + [j.nv for j in self.joints])[:-1])
+
+    @property
+    def nq(self):
+        return sum(j.nq for j in self.joints)
+
+    @property
+    def nv(self):
+        return sum(j.nv for j in self.joints)
+
+    @functools.cached_property
+    def dof_body(self):
+        """Body of each velocity coordinate, (nv,)."""
+        return np.repeat(np.arange(self.nbodies), [j.nv for j in self.joints]).astype(np.int32)
+
+    @functools.cached_property
+    def groups(self):
+        """Bodies grouped by joint type: tuples (joint, bodies, q indices (n, nq), v indices (n, nv))."""
+        out = []
+        for jt in dict.fromkeys(self.joints):
+            bodies = np.array([i for i, j in enumerate(self.joints) if j is jt], dtype=np.int32)
+            qi = np.array([[self.q_start[b] + k for k in range(jt.nq)] for b in bodies], dtype=np.int32)
+            vi = np.array([[self.v_start[b] + k for k in range(jt.nv)] for b in bodies], dtype=np.int32)
+            out.append((jt, bodies, qi.reshape(len(bodies), jt.nq), vi.reshape(len(bodies), jt.nv)))
+        return tuple(out)
+
+    @functools.cached_property
+    def group_order(self):
+        """Inverse permutations from the concatenated groups back to body and dof order."""
+        bodies = np.concatenate([g[1] for g in self.groups])
+        dofs = np.concatenate([g[3].reshape(-1) for g in self.groups])
+        return _inverse_permutation(bodies), _inverse_permutation(dofs)
+
+    # ------------------------------------------------------------------- tree relations
+    @functools.cached_property
+    def depth(self):
+        d = []
+        for p in self.parents:
+            d.append(0 if p < 0 else d[p] + 1)
+        return tuple(d)
+
+    @functools.cached_property
+    def ancestors(self):
+        """``A[i, j] = 1`` if body j is body i or one of its ancestors (nb x nb).
+
+        Up to sign and the world row this is the transpose of Mufti's T_2 (seed 000 Eq. 25):
+        subtree sums are ``A.T @ x`` and sums along the path to the root are ``A @ x``.
+        """
+        nb = self.nbodies
+        A = np.zeros((nb, nb))
+        for i in range(nb):
+            j = i
+            while j >= 0:
+                A[i, j] = 1.0
+                j = self.parents[j]
+        return A
+
+    @functools.cached_property
+    def dof_ancestors(self):
+        """``A[i, k] = 1`` if velocity coordinate k moves body i (nb x nv)."""
+        return self.ancestors[:, self.dof_body]
+
+    @functools.cached_property
+    def has_bias(self):
+        return any(j.has_bias for j in self.joints)
+
+    # ----------------------------------------------------------------------- levels
+    @functools.cached_property
+    def levels(self):
+        """Per depth level: a ``Level`` with the bodies, their parents' positions in the
+        previous level, and the padded table of their velocity coordinates."""
+        nb, depth = self.nbodies, self.depth
+        out = []
+        pos = {}
+        for d in range(max(depth) + 1 if nb else 0):
+            bodies = [i for i in range(nb) if depth[i] == d]
+            for k, b in enumerate(bodies):
+                pos[b] = k
+            parent_pos = [pos[self.parents[b]] for b in bodies] if d > 0 else []
+            width = max(self.joints[b].nv for b in bodies)
+            dofs = np.full((len(bodies), width), self.nv, dtype=np.int32)  # nv = padding
+            for k, b in enumerate(bodies):
+                nvb = self.joints[b].nv
+                dofs[k, :nvb] = np.arange(self.v_start[b], self.v_start[b] + nvb)
+            out.append(Level(tuple(bodies), tuple(parent_pos), dofs, dofs == self.nv))
+        return tuple(out)
+
+    @functools.cached_property
+    def level_order(self):
+        """Inverse permutation from bodies concatenated level by level back to body order."""
+        return _inverse_permutation(np.concatenate([lv.bodies for lv in self.levels]))
+
+    @functools.cached_property
+    def level_dof_order(self):
+        """Gather index from the concatenated, padded level dof tables back to dof order."""
+        flat = np.concatenate([lv.dofs.reshape(-1) for lv in self.levels])
+        where = np.empty(self.nv, dtype=np.int32)
+        for k, d in enumerate(flat):
+            if d < self.nv:
+                where[d] = k
+        return where
+
+
+@dataclass(frozen=True, eq=False)
+class Level:
+    bodies: tuple
+    parent_pos: tuple
+    dofs: np.ndarray  # (n, width) velocity indices, padded with nv
+    pad: np.ndarray  # (n, width) True on padding entries
+
+    @functools.cached_property
+    def body_index(self):
+        return _index(self.bodies)
+
+    @functools.cached_property
+    def parent_index(self):
+        return _index(self.parent_pos)
+
+    @property
+    def is_chain(self):
+        """Each body's parent is the body at the same position of the previous level."""
+        return self.parent_pos == tuple(range(len(self.bodies)))
+
+
+def _index(seq):
+    """A slice when ``seq`` is a contiguous increasing range (cheaper than a gather)."""
+    seq = tuple(seq)
+    if seq and seq == tuple(range(seq[0], seq[0] + len(seq))):
+        return slice(seq[0], seq[0] + len(seq))
+    return np.array(seq, dtype=np.int32)
+
+
+def _inverse_permutation(perm):
+    perm = np.asarray(perm)
+    inv = np.empty_like(perm)
+    inv[perm] = np.arange(len(perm))
+    if np.array_equal(inv, np.arange(len(perm))):
+        return None  # identity: callers skip the gather
+    return inv

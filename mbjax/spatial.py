@@ -1,0 +1,273 @@
+"""Spatial algebra: rotations, quaternions, rigid transforms, motions, forces, inertias.
+
+Conventions, settled here once for the whole library:
+
+* A **spatial motion** (velocity, acceleration, motion-subspace column) is a 6-vector
+  ``(v, w)``: linear part first, angular part second (Pinocchio's order). ``v`` is the
+  velocity of the point of the body that coincides with the origin of the frame the motion
+  is expressed in.
+* A **spatial force** (wrench) is ``(f, tau)``: force first, moment about the frame origin
+  second.
+* A **transform** ``(R, p)`` is the pose of a frame B in a frame A: a point with
+  coordinates ``x_B`` in B has coordinates ``x_A = R @ x_B + p`` in A.
+* Quaternions are ``(w, x, y, z)`` with the scalar first.
+* A **world inertia** is the triple ``(m, h, I_O)``: mass, first moment ``h = m c`` and the
+  rotational inertia about the frame origin ``I_O = I_c + m (|c|^2 E - c c^T)``. It is linear
+  in the body's ten inertial parameters, so the inertias of several bodies expressed in one
+  frame simply add (used by the composite-inertia algorithms).
+
+All functions act on the trailing dimensions and broadcast over leading ones.
+"""
+
+from __future__ import annotations
+
+import jax.numpy as jnp
+
+
+def skew(v):
+    """The matrix ``[v]x`` with ``[v]x @ u == cross(v, u)``. ``(..., 3) -> (..., 3, 3)``."""
+    x, y, z = v[..., 0], v[..., 1], v[..., 2]
+    o = jnp.zeros_like(x)
+    return jnp.stack(
+        [jnp.stack([o, -z, y], -1), jnp.stack([z, o, -x], -1), jnp.stack([-y, x, o], -1)], -2
+    )
+
+
+def matvec(A, x):
+    """``A @ x`` over trailing dims, written as a fusable multiply-add (fast for 3x3/6x6)."""
+    return jnp.sum(A * x[..., None, :], axis=-1)
+
+
+def matmul(A, B):
+    """``A @ B`` over trailing dims as a fusable multiply-add."""
+    return jnp.sum(A[..., :, :, None] * B[..., None, :, :], axis=-2)
+
+
+def transpose(A):
+    return jnp.swapaxes(A, -1, -2)
+
+
+# --------------------------------------------------------------------------- rotations
+def _safe_norm(w):
+    """|w| and a version that is never zero (so that gradients at w = 0 stay finite)."""
+    n2 = jnp.sum(w * w, axis=-1)
+    small = n2 < 1e-12
+    n2_safe = jnp.where(small, 1.0, n2)
+    return jnp.sqrt(n2_safe), n2, small
+
+
+def rotation_exp(w):
+    """Rodrigues' formula ``exp([w]x)`` for a rotation vector ``w`` (..., 3).
+
+    R = E + (sin t / t) [w] + ((1 - cos t) / t^2) [w]^2,  t = |w|; Taylor series near t = 0
+    keep the value and its derivatives exact at the identity.
+    """
+    t, t2, small = _safe_norm(w)
+    a = jnp.where(small, 1.0 - t2 / 6.0 + t2 * t2 / 120.0, jnp.sin(t) / t)
+    b = jnp.where(small, 0.5 - t2 / 24.0 + t2 * t2 / 720.0, (1.0 - jnp.cos(t)) / (t * t))
+    K = skew(w)
+    eye = jnp.eye(3, dtype=w.dtype)
+    return eye + a[..., None, None] * K + b[..., None, None] * matmul(K, K)
+
+
+def axis_angle_rotation(axis, angle):
+    """Rotation by ``angle`` about the unit vector ``axis``: E + sin q [a] + (1 - cos q) [a]^2."""
+    K = skew(axis)
+    s, c = jnp.sin(angle)[..., None, None], jnp.cos(angle)[..., None, None]
+    eye = jnp.eye(3, dtype=K.dtype)
+    return eye + s * K + (1.0 - c) * matmul(K, K)
+
+
+def quat_to_rotation(q):
+    """Rotation matrix of the quaternion ``q = (w, x, y, z)`` (normalised first)."""
+    q = q / jnp.linalg.norm(q, axis=-1, keepdims=True)
+    w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
+    return jnp.stack(
+        [
+            jnp.stack([1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)], -1),
+            jnp.stack([2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)], -1),
+            jnp.stack([2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)], -1),
+        ],
+        -2,
+    )
+
+
+def quat_multiply(a, b):
+    """Hamilton product ``a * b`` of (w, x, y, z) quaternions."""
+    aw, av = a[..., :1], a[..., 1:]
+    bw, bv = b[..., :1], b[..., 1:]
+    w = aw * bw - jnp.sum(av * bv, axis=-1, keepdims=True)
+    v = aw * bv + bw * av + jnp.cross(av, bv)
+    return jnp.concatenate([w, v], axis=-1)
+
+
+def quat_conjugate(q):
+    return q * jnp.array([1.0, -1.0, -1.0, -1.0], dtype=q.dtype)
+
+
+def quat_exp(w):
+    """Unit quaternion of the rotation vector ``w``: (cos(t/2), sin(t/2) w / t)."""
+    t, t2, small = _safe_norm(w)
+    c = jnp.where(small, 1.0 - t2 / 8.0, jnp.cos(0.5 * t))
+    s = jnp.where(small, 0.5 - t2 / 48.0, jnp.sin(0.5 * t) / t)
+    return jnp.concatenate([c[..., None], s[..., None] * w], axis=-1)
+
+
+def quat_log(q):
+    """Rotation vector of a unit quaternion (the shorter of q and -q is used)."""
+    q = q / jnp.linalg.norm(q, axis=-1, keepdims=True)
+    q = jnp.where(q[..., :1] < 0, -q, q)
+    w, v = q[..., 0], q[..., 1:]
+    s, s2, small = _safe_norm(v)
+    # t = 2 atan2(|v|, w); t / |v| -> 2 / w (1 - |v|^2 / (3 w^2)) as |v| -> 0
+    scale = jnp.where(small, 2.0 / w * (1.0 - s2 / (3.0 * w * w)), 2.0 * jnp.arctan2(s, w) / s)
+    return scale[..., None] * v
+
+
+def rotation_to_quat(R):
+    """Unit quaternion (w, x, y, z) with w >= 0 of a rotation matrix (Shepperd's method)."""
+    tr = R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2]
+    cands = jnp.stack([tr, R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]], -1)
+    k = jnp.argmax(cands, axis=-1)
+    def from_w():
+        w = 0.5 * jnp.sqrt(jnp.maximum(1.0 + tr, 1e-30))
+        return jnp.stack([w, (R[..., 2, 1] - R[..., 1, 2]) / (4 * w),
+                          (R[..., 0, 2] - R[..., 2, 0]) / (4 * w), (R[..., 1, 0] - R[..., 0, 1]) / (4 * w)], -1)
+    def from_x():
+        x = 0.5 * jnp.sqrt(jnp.maximum(1.0 + R[..., 0, 0] - R[..., 1, 1] - R[..., 2, 2], 1e-30))
+        return jnp.stack([(R[..., 2, 1] - R[..., 1, 2]) / (4 * x), x,
+                          (R[..., 0, 1] + R[..., 1, 0]) / (4 * x), (R[..., 0, 2] + R[..., 2, 0]) / (4 * x)], -1)
+    def from_y():
+        y = 0.5 * jnp.sqrt(jnp.maximum(1.0 - R[..., 0, 0] + R[..., 1, 1] - R[..., 2, 2], 1e-30))
+        return jnp.stack([(R[..., 0, 2] - R[..., 2, 0]) / (4 * y), (R[..., 0, 1] + R[..., 1, 0]) / (4 * y),
+                          y, (R[..., 1, 2] + R[..., 2, 1]) / (4 * y)], -1)
+    def from_z():
+        z = 0.5 * jnp.sqrt(jnp.maximum(1.0 - R[..., 0, 0] - R[..., 1, 1] + R[..., 2, 2], 1e-30))
+        return jnp.stack([(R[..., 1, 0] - R[..., 0, 1]) / (4 * z), (R[..., 0, 2] + R[..., 2, 0]) / (4 * z),
+                          (R[..., 1, 2] + R[..., 2, 1]) / (4 * z), z], -1)
+    q = jnp.select([(k == i)[..., None] for i in range(4)], [from_w(), from_x(), from_y(), from_z()])
+    return jnp.where(q[..., :1] < 0, -q, q)
+
+
+# ------------------------------------------------------------------------------- SE(3)
+def _se3_left_jacobian_coeffs(w):
+    """Coefficients of V(w) = E + b [w] + c [w]^2 with b = (1 - cos t)/t^2, c = (t - sin t)/t^3."""
+    t, t2, small = _safe_norm(w)
+    b = jnp.where(small, 0.5 - t2 / 24.0 + t2 * t2 / 720.0, (1.0 - jnp.cos(t)) / (t * t))
+    c = jnp.where(small, 1.0 / 6.0 - t2 / 120.0 + t2 * t2 / 5040.0, (t - jnp.sin(t)) / (t * t * t))
+    return b, c
+
+
+def se3_exp(nu):
+    """Exponential of the twist ``nu = (v, w)``: returns ``(R, p)`` with p = V(w) v."""
+    v, w = nu[..., :3], nu[..., 3:]
+    b, c = _se3_left_jacobian_coeffs(w)
+    K = skew(w)
+    p = v + b[..., None] * matvec(K, v) + c[..., None] * matvec(K, matvec(K, v))
+    return rotation_exp(w), p
+
+
+def se3_log(p, w):
+    """Twist ``(v, w)`` with ``se3_exp((v, w)) == (R, p)``, given ``w``, the rotation vector of R.
+
+    v = V(w)^-1 p with V^-1 = E - [w]/2 + (1/t^2)(1 - (t sin t)/(2 (1 - cos t))) [w]^2.
+    """
+    t, t2, small = _safe_norm(w)
+    d = jnp.where(
+        small,
+        1.0 / 12.0 + t2 / 720.0 + t2 * t2 / 30240.0,
+        (1.0 - t * jnp.sin(t) / (2.0 * (1.0 - jnp.cos(t)))) / (t * t),
+    )
+    K = skew(w)
+    v = p - 0.5 * matvec(K, p) + d[..., None] * matvec(K, matvec(K, p))
+    return jnp.concatenate([v, w], axis=-1)
+
+
+# ---------------------------------------------------------------- transforms of frames
+def compose(R1, p1, R2, p2):
+    """(R1, p1) * (R2, p2): pose of frame C in A from the pose of B in A and of C in B."""
+    return matmul(R1, R2), p1 + matvec(R1, p2)
+
+
+def inverse(R, p):
+    Rt = transpose(R)
+    return Rt, -matvec(Rt, p)
+
+
+# ------------------------------------------------------------- motions and forces
+def transform_motion(R, p, m):
+    """Express in A a motion given in B, where (R, p) is the pose of B in A (Ad_X m)."""
+    w = matvec(R, m[..., 3:])
+    v = matvec(R, m[..., :3]) + jnp.cross(p, w)
+    return jnp.concatenate([v, w], axis=-1)
+
+
+def inverse_transform_motion(R, p, m):
+    """Express in B a motion given in A, where (R, p) is the pose of B in A."""
+    v, w = m[..., :3], m[..., 3:]
+    Rt = transpose(R)
+    return jnp.concatenate([matvec(Rt, v - jnp.cross(p, w)), matvec(Rt, w)], axis=-1)
+
+
+def transform_force(R, p, f):
+    """Express in A a force given in B, where (R, p) is the pose of B in A."""
+    lin = matvec(R, f[..., :3])
+    return jnp.concatenate([lin, matvec(R, f[..., 3:]) + jnp.cross(p, lin)], axis=-1)
+
+
+def inverse_transform_force(R, p, f):
+    """Express in B a force given in A, where (R, p) is the pose of B in A."""
+    lin, ang = f[..., :3], f[..., 3:]
+    Rt = transpose(R)
+    return jnp.concatenate([matvec(Rt, lin), matvec(Rt, ang - jnp.cross(p, lin))], axis=-1)
+
+
+def cross_motion(a, m):
+    """Spatial cross product a x m of two motions (the derivative of m moving with a)."""
+    av, aw = a[..., :3], a[..., 3:]
+    mv, mw = m[..., :3], m[..., 3:]
+    return jnp.concatenate([jnp.cross(aw, mv) + jnp.cross(av, mw), jnp.cross(aw, mw)], axis=-1)
+
+
+def cross_force(a, f):
+    """Spatial cross product a x* f of a motion and a force."""
+    av, aw = a[..., :3], a[..., 3:]
+    fl, fa = f[..., :3], f[..., 3:]
+    return jnp.concatenate([jnp.cross(aw, fl), jnp.cross(aw, fa) + jnp.cross(av, fl)], axis=-1)
+
+
+# --------------------------------------------------------------------------- inertias
+def world_inertia(mass, com, inertia, R, p):
+    """World inertia ``(m, h, I_O)`` of a body whose frame has pose (R, p) in the world.
+
+    ``com`` and ``inertia`` (about the CoM) are given in the body frame.
+    """
+    c = matvec(R, com) + p
+    Ic = matmul(matmul(R, inertia), transpose(R))
+    h = mass[..., None] * c
+    # I_O = I_c + m (|c|^2 E - c c^T)     (parallel-axis theorem)
+    eye = jnp.eye(3, dtype=c.dtype)
+    IO = Ic + mass[..., None, None] * (
+        jnp.sum(c * c, axis=-1)[..., None, None] * eye - c[..., :, None] * c[..., None, :]
+    )
+    return mass, h, IO
+
+
+def inertia_apply(mass, h, IO, m):
+    """Momentum ``I m`` of a world inertia (m, h, I_O) moving with the motion ``m``.
+
+    (m v + w x h,  h x v + I_O w)
+    """
+    v, w = m[..., :3], m[..., 3:]
+    lin = mass[..., None] * v + jnp.cross(w, h)
+    ang = jnp.cross(h, v) + matvec(IO, w)
+    return jnp.concatenate([lin, ang], axis=-1)
+
+
+def inertia_matrix(mass, h, IO):
+    """The 6x6 matrix [[m E, -[h]x], [[h]x, I_O]] of a world inertia."""
+    eye = jnp.eye(3, dtype=h.dtype)
+    H = skew(h)
+    top = jnp.concatenate([mass[..., None, None] * eye, -H], axis=-1)
+    bottom = jnp.concatenate([H, IO], axis=-1)
+    return jnp.concatenate([top, bottom], axis=-2)
