@@ -32,11 +32,12 @@ from .model.builder import ModelBuilder, check_inertia
 from .model.joints import JOINT_TYPES
 from .model.model import Model
 from .model.topology import Topology, incidence_matrix, path_matrix, regular_labeling
+from .model.urdf import URDFError, load_urdf
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "JOINT_TYPES", "Model", "ModelBuilder", "Topology", "aba", "body_velocities", "center_of_mass",
+    "JOINT_TYPES", "Model", "URDFError", "load_urdf", "ModelBuilder", "Topology", "aba", "body_velocities", "center_of_mass",
     "center_of_mass_jacobian", "centroidal_momentum_matrix", "check_inertia", "crba", "difference",
     "forward_dynamics", "forward_kinematics", "frame_jacobian", "frame_jacobian_time_variation",
     "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "incidence_matrix",

@@ -12,7 +12,7 @@ from .joints import JOINT_TYPES
 from .model import Model
 from .topology import Topology
 
-WORLD = "world"
+WORLD = None  # parent of the root bodies
 
 
 @dataclass
@@ -59,7 +59,7 @@ class ModelBuilder:
         self,
         name: str,
         *,
-        parent: str = WORLD,
+        parent: str | None = WORLD,
         joint: str = "fixed",
         joint_name: str | None = None,
         axis=(0.0, 0.0, 1.0),
@@ -75,7 +75,7 @@ class ModelBuilder:
         effort_limit=None,
         armature=0.0,
     ) -> "ModelBuilder":
-        """Add body ``name`` joined to ``parent`` (a body name or ``"world"``).
+        """Add body ``name`` joined to ``parent`` (a body name, or ``None`` for the world).
 
         **Arguments:**
 
@@ -91,7 +91,7 @@ class ModelBuilder:
           ``velocity_limit``, ``effort_limit``, ``armature``: a scalar or one per velocity
           coordinate.
         """
-        if name in self._bodies or name == WORLD:
+        if name in self._bodies:
             raise ValueError(f"a body named {name!r} already exists")
         if parent != WORLD and parent not in self._bodies:
             raise ValueError(f"parent {parent!r} of body {name!r} does not exist; add the parent first")
@@ -99,7 +99,11 @@ class ModelBuilder:
             raise ValueError(f"unknown joint type {joint!r} for body {name!r}; known: fixed, {', '.join(JOINT_TYPES)}")
         nq, nv = (0, 0) if joint == "fixed" else (JOINT_TYPES[joint].nq, JOINT_TYPES[joint].nv)
         R = np.eye(3) if rotation is None else _rotation(rotation, f"rotation of body {name!r}")
-        axes = np.stack([_unit(axis, f"axis of joint of {name!r}"), _unit(axis2, f"axis2 of joint of {name!r}")])
+        uses_axis = joint in ("revolute", "continuous", "prismatic", "cylindrical", "universal")
+        axes = np.stack([
+            _unit(axis, f"axis of joint of {name!r}") if uses_axis else np.array([0.0, 0.0, 1.0]),
+            _unit(axis2, f"axis2 of joint of {name!r}") if joint == "universal" else np.array([0.0, 1.0, 0.0]),
+        ])
         I = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, dtype=float)
         check_inertia(float(mass), I, name)
         self._bodies[name] = _Body(
@@ -123,8 +127,8 @@ class ModelBuilder:
             raise ValueError(f"joint of body {name!r} has lower limit above upper limit")
         return self
 
-    def add_frame(self, name: str, body: str, rotation=None, translation=(0.0, 0.0, 0.0)) -> "ModelBuilder":
-        """Add a named frame rigidly attached to ``body`` (or ``"world"``)."""
+    def add_frame(self, name: str, body: str | None, rotation=None, translation=(0.0, 0.0, 0.0)) -> "ModelBuilder":
+        """Add a named frame rigidly attached to ``body`` (``None`` for the world)."""
         if body != WORLD and body not in self._bodies:
             raise ValueError(f"body {body!r} of frame {name!r} does not exist")
         R = np.eye(3) if rotation is None else _rotation(rotation, f"rotation of frame {name!r}")
