@@ -3,7 +3,7 @@
 The whole public API is re-exported here; see README.md for conventions.
 """
 
-from . import spatial
+from . import checks, spatial
 from .configuration import difference, integrate, neutral, normalize, random_configuration
 from .dynamics.aba import aba
 from .dynamics.crba import crba
@@ -33,13 +33,13 @@ from .model.joints import JOINT_TYPES
 from .model.model import Model
 from .model.topology import Topology, incidence_matrix, path_matrix, regular_labeling
 from .model.urdf import URDFError, load_urdf
-from .robots import example_robot_path, load_example_robot
+from .robots import bundled_model_path, example_robot_path, load_bundled, load_example_robot
 
 __version__ = "0.1.0"
 
 __all__ = [
     "JOINT_TYPES", "Model", "URDFError", "load_urdf", "ModelBuilder", "Topology", "aba", "body_velocities", "center_of_mass",
-    "center_of_mass_jacobian", "centroidal_momentum_matrix", "check_inertia", "crba", "difference", "example_robot_path", "load_example_robot",
+    "center_of_mass_jacobian", "centroidal_momentum_matrix", "bundled_model_path", "check_inertia", "crba", "difference", "example_robot_path", "load_bundled", "load_example_robot",
     "forward_dynamics", "forward_kinematics", "frame_jacobian", "frame_jacobian_time_variation",
     "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "incidence_matrix",
     "integrate", "kinetic_energy", "momentum", "neutral", "nonlinear_effects", "normalize", "path_matrix",

@@ -53,7 +53,7 @@ def check_configuration(model, q):
     if blocks:
         idx = np.concatenate([np.arange(a, b) for a, b in blocks])
         seg = np.concatenate([np.full(b - a, k) for k, (a, b) in enumerate(blocks)])
-        sq = jnp.zeros(len(blocks), q.dtype).at[seg].add(q[idx] ** 2)
+        sq = jnp.zeros(len(blocks), q.dtype).at[seg].add(jnp.take(q, idx) ** 2)
         off = jnp.any(jnp.abs(jnp.sqrt(sq) - 1.0) > UNIT_NORM_TOLERANCE)
         q = eqx.error_if(
             q,

@@ -9,6 +9,7 @@ each joint type's group operation to all joints of that type at once.
 from __future__ import annotations
 
 import jax
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
@@ -18,6 +19,8 @@ from .model.model import Model
 
 
 def _scatter(n, groups, parts, dtype):
+    if not parts:
+        return jnp.zeros(n, dtype)
     idx = np.concatenate([g.reshape(-1) for g in groups])
     vals = jnp.concatenate([p.reshape(-1) for p in parts])
     return jnp.zeros(n, dtype).at[idx].set(vals, unique_indices=True)
@@ -29,6 +32,7 @@ def neutral(model: Model):
     return jnp.asarray(q, dtype=model.dtype)
 
 
+@eqx.filter_jit
 def random_configuration(model: Model, key):
     """A random configuration within the position limits.
 
@@ -44,6 +48,7 @@ def random_configuration(model: Model, key):
     return _scatter(model.nq, [g[2] for g in groups], parts, model.dtype)
 
 
+@eqx.filter_jit
 def integrate(model: Model, q, v):
     """``q (+) v``: the configuration reached from q by following the velocity v for unit time."""
     q, v = check_configuration(model, q), check_vector(model, v, "v")
@@ -52,6 +57,7 @@ def integrate(model: Model, q, v):
     return _scatter(model.nq, [g[2] for g in groups], parts, q.dtype)
 
 
+@eqx.filter_jit
 def difference(model: Model, q0, q1):
     """The velocity v (nv,) with ``integrate(q0, v) == q1``."""
     q0, q1 = check_configuration(model, q0), check_configuration(model, q1)
@@ -60,6 +66,7 @@ def difference(model: Model, q0, q1):
     return _scatter(model.nv, [g[3] for g in groups], parts, q0.dtype)
 
 
+@eqx.filter_jit
 def normalize(model: Model, q):
     """Project q onto the manifold: unit quaternions and unit (cos, sin) pairs."""
     q = jnp.asarray(q, model.dtype)

@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 import jax
+import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
@@ -28,7 +29,7 @@ from . import spatial
 from .checks import check_configuration, check_vector
 from .model.model import Model
 from .model.topology import _index
-from .model.tree import forward_pass, take
+from .model.tree import compose_paths, take
 
 REFERENCES = ("world", "local", "local_world_aligned")
 
@@ -44,7 +45,7 @@ class TreeKinematics(NamedTuple):
 def _rows(x, idx):
     """``x[idx]`` for an (n, k) integer table, using a slice when the rows are contiguous."""
     flat = _index(np.asarray(idx).reshape(-1))
-    return x[flat].reshape(idx.shape + x.shape[1:])
+    return take(x, flat).reshape(idx.shape + x.shape[1:])
 
 
 def joint_motion(model: Model, q):
@@ -54,6 +55,8 @@ def joint_motion(model: Model, q):
     ``S`` (nv, 6): motion subspace rows in the child body frame.
     """
     topo = model.topology
+    if not topo.groups:  # nothing moves: every link is welded to the world
+        return model.joint_rotation, model.joint_translation, jnp.zeros((0, 6), q.dtype)
     Rs, ps, Ss = [], [], []
     for joint, bodies, qi, _ in topo.groups:
         axis = model.joint_axis[_index(bodies)]
@@ -79,21 +82,16 @@ def joint_bias(model: Model, q, qd):
     return take(jnp.concatenate(parts), topo.group_order[0])
 
 
-def _compose_step(parent, local):
-    (Rp, pp), (R, p) = parent, local
-    return spatial.compose(Rp, pp, R, p)
-
-
 def tree_kinematics(model: Model, q) -> TreeKinematics:
     """World poses of all bodies and the world-frame motion subspaces (no input checks)."""
     R_loc, p_loc, S_loc = joint_motion(model, q)
-    eye = jnp.eye(3, dtype=R_loc.dtype)
-    R, p = forward_pass(model.topology, _compose_step, (eye, jnp.zeros(3, R_loc.dtype)), (R_loc, p_loc))
+    R, p = compose_paths(model.topology, R_loc, p_loc)
     body = model.topology.dof_body
-    S = spatial.transform_motion(R[body], p[body], S_loc)
+    S = spatial.transform_motion(take(R, body), take(p, body), S_loc)
     return TreeKinematics(R, p, S)
 
 
+@eqx.filter_jit
 def forward_kinematics(model: Model, q):
     """Pose of every body in the world.
 
@@ -111,22 +109,35 @@ def frame_placements_from(model: Model, tk: TreeKinematics):
     fb = np.asarray(model.topology.frame_bodies)
     world = fb < 0
     idx = np.where(world, 0, fb)
-    Rb = jnp.where(world[:, None, None], jnp.eye(3, dtype=tk.R.dtype), tk.R[idx])
-    pb = jnp.where(world[:, None], 0.0, tk.p[idx])
+    Rb = jnp.where(world[:, None, None], jnp.eye(3, dtype=tk.R.dtype), take(tk.R, idx))
+    pb = jnp.where(world[:, None], 0.0, take(tk.p, idx))
     return spatial.compose(Rb, pb, model.frame_rotation, model.frame_translation)
 
 
+@eqx.filter_jit
 def frame_placements(model: Model, q):
     """World pose of every frame: ``(R, p)`` of shapes (nf, 3, 3) and (nf, 3)."""
     q = check_configuration(model, q)
     return frame_placements_from(model, tree_kinematics(model, q))
 
 
+def _frame_id(model: Model, frame):
+    """A frame name or index as an int32 array: frames are data, not part of the compiled
+    program, so one compilation serves every frame (and frames can be vmapped over)."""
+    if isinstance(frame, (str, int, np.integer)):
+        frame = model.frame_index(frame)
+    return jnp.asarray(frame, jnp.int32)
+
+
 def frame_placement(model: Model, q, frame):
     """World pose ``(R (3, 3), p (3,))`` of one frame (name or index)."""
-    f = model.frame_index(frame)
+    return _frame_placement(model, q, _frame_id(model, frame))
+
+
+@eqx.filter_jit
+def _frame_placement(model, q, f):
     R, p = frame_placements(model, q)
-    return R[f], p[f]
+    return take(R, f), take(p, f)
 
 
 def body_velocities_from(model: Model, tk: TreeKinematics, qd):
@@ -134,6 +145,7 @@ def body_velocities_from(model: Model, tk: TreeKinematics, qd):
     return jnp.asarray(model.topology.dof_ancestors, qd.dtype) @ (tk.S * qd[:, None])
 
 
+@eqx.filter_jit
 def body_velocities(model: Model, q, qd, reference: str = "local"):
     """Spatial velocity of every body (nb, 6), ``(linear, angular)``, in ``reference``."""
     q, qd = check_configuration(model, q), check_vector(model, qd, "qd")
@@ -153,24 +165,30 @@ def _express(R, p, m, reference):
     raise ValueError(f"unknown reference frame {reference!r}; use one of {REFERENCES}")
 
 
-def frame_jacobian_from(model: Model, tk: TreeKinematics, frame: int, reference: str):
-    f = frame
-    body = model.topology.frame_bodies[f]
-    if body < 0:
-        return jnp.zeros((6, model.nv), tk.S.dtype)
+def frame_jacobian_from(model: Model, tk: TreeKinematics, f, reference: str):
+    """Jacobian of frame ``f`` (an int32 index, possibly traced) from tree kinematics."""
+    topo = model.topology
+    # row nb of the mask table stands for the world: frames fixed to it do not move
+    masks = np.concatenate([topo.dof_ancestors, np.zeros((1, topo.nv))])
+    bodies = np.asarray([b if b >= 0 else topo.nbodies for b in topo.frame_bodies], dtype=np.int32)
+    mask = take(jnp.asarray(masks, tk.S.dtype), take(jnp.asarray(bodies), f))
     Rf, pf = frame_placements_from(model, tk)
-    mask = jnp.asarray(model.topology.dof_ancestors[body], tk.S.dtype)
     J = tk.S * mask[:, None]  # (nv, 6) world-frame columns
-    return _express(Rf[f], pf[f], J, reference).T
+    return _express(take(Rf, f), take(pf, f), J, reference).T
 
 
 def frame_jacobian(model: Model, q, frame, reference: str = "local_world_aligned"):
-    """Jacobian (6, nv) of a frame, rows ``(linear, angular)``, in ``reference``.
+    """Jacobian (6, nv) of a frame (name or index), rows ``(linear, angular)``, in ``reference``.
 
     ``J @ qd`` is the frame's spatial velocity in that reference (see module docstring).
     """
+    return _frame_jacobian(model, q, _frame_id(model, frame), reference)
+
+
+@eqx.filter_jit
+def _frame_jacobian(model, q, f, reference):
     q = check_configuration(model, q)
-    return frame_jacobian_from(model, tree_kinematics(model, q), model.frame_index(frame), reference)
+    return frame_jacobian_from(model, tree_kinematics(model, q), f, reference)
 
 
 def frame_jacobian_time_variation(model: Model, q, qd, frame, reference: str = "local_world_aligned"):
@@ -179,10 +197,14 @@ def frame_jacobian_time_variation(model: Model, q, qd, frame, reference: str = "
     Computed as the exact directional derivative ``d/dt J(q (+) t qd)`` at ``t = 0``, so
     that ``frame acceleration = J qdd + dJ qd``.
     """
+    return _frame_jacobian_time_variation(model, q, qd, _frame_id(model, frame), reference)
+
+
+@eqx.filter_jit
+def _frame_jacobian_time_variation(model, q, qd, f, reference):
     from .configuration import integrate
 
     q, qd = check_configuration(model, q), check_vector(model, qd, "qd")
-    f = model.frame_index(frame)
 
     def jac(t):
         return frame_jacobian_from(model, tree_kinematics(model, integrate(model, q, t * qd)), f, reference)
@@ -191,8 +213,8 @@ def frame_jacobian_time_variation(model: Model, q, qd, frame, reference: str = "
 
 
 def frame_velocity(model: Model, q, qd, frame, reference: str = "local_world_aligned"):
-    """Spatial velocity (6,) of a frame in ``reference``."""
-    return frame_jacobian(model, q, frame, reference) @ qd
+    """Spatial velocity (6,) of a frame in ``reference``: ``J(q) qd``."""
+    return frame_jacobian(model, q, frame, reference) @ jnp.asarray(qd)
 
 
 def center_of_mass_from(model: Model, tk: TreeKinematics):
@@ -200,12 +222,14 @@ def center_of_mass_from(model: Model, tk: TreeKinematics):
     return jnp.sum(model.mass[:, None] * c, axis=0) / jnp.sum(model.mass)
 
 
+@eqx.filter_jit
 def center_of_mass(model: Model, q):
     """Position (3,) of the centre of mass of the whole system, world frame."""
     q = check_configuration(model, q)
     return center_of_mass_from(model, tree_kinematics(model, q))
 
 
+@eqx.filter_jit
 def center_of_mass_jacobian(model: Model, q):
     """Jacobian (3, nv) of the centre of mass: ``c_dot = J_com @ qd``.
 

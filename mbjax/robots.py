@@ -57,3 +57,53 @@ def load_example_robot(name: str, **kwargs):
     kwargs.setdefault("floating_base", EXAMPLE_ROBOTS[name][1] if name in EXAMPLE_ROBOTS else False)
     kwargs.setdefault("mimic", "independent")
     return load_urdf(example_robot_path(name), **kwargs)
+
+
+# ------------------------------------------------------------------ models shipped with mbjax
+#: name -> floating base by default, for the URDFs in ``mbjax/models/``
+BUNDLED_MODELS = {
+    "double_pendulum": False,
+    "quadruped": True,
+}
+
+
+def _bundled_resource(name: str):
+    from importlib import resources
+
+    if name not in BUNDLED_MODELS:
+        raise KeyError(f"unknown bundled model {name!r}; bundled: {sorted(BUNDLED_MODELS)}")
+    res = resources.files("mbjax").joinpath("models", f"{name}.urdf")
+    if not res.is_file():
+        raise FileNotFoundError(
+            f"the bundled model {name!r} is missing from the installed package ({res}); "
+            "reinstall mbjax (the URDFs are package data, mbjax/models/*.urdf)"
+        )
+    return res
+
+
+def bundled_model_path(name: str) -> Path:
+    """Path to the URDF of a model shipped inside mbjax (``BUNDLED_MODELS``).
+
+    ``"double_pendulum"``: two rods on revolute joints about y, fixed base (nq = nv = 2).
+    ``"quadruped"``: a box torso with four two-link legs (8 revolute joints), meant to be
+    loaded with a floating base (nq = 15, nv = 14).
+    """
+    res = _bundled_resource(name)
+    path = Path(str(res))
+    if not path.is_file():  # installed in a zip archive: no file system path
+        raise FileNotFoundError(
+            f"mbjax is installed as an archive, so {name!r} has no file path; "
+            "use mbjax.load_bundled(name), which reads the URDF text directly"
+        )
+    return path
+
+
+def load_bundled(name: str, **kwargs):
+    """Load a model shipped inside mbjax (``"double_pendulum"`` or ``"quadruped"``).
+
+    The quadruped gets a floating base unless ``floating_base=False`` is passed; other keyword
+    arguments go to :func:`mbjax.load_urdf`.
+    """
+    res = _bundled_resource(name)
+    kwargs.setdefault("floating_base", BUNDLED_MODELS[name])
+    return load_urdf(res.read_text(encoding="utf-8"), **kwargs)

@@ -34,13 +34,13 @@ def skew(v):
 
 
 def matvec(A, x):
-    """``A @ x`` over trailing dims, written as a fusable multiply-add (fast for 3x3/6x6)."""
-    return jnp.sum(A * x[..., None, :], axis=-1)
+    """``A @ x`` over the trailing dims, broadcasting the leading ones."""
+    return jnp.einsum("...ij,...j->...i", A, x)
 
 
 def matmul(A, B):
-    """``A @ B`` over trailing dims as a fusable multiply-add."""
-    return jnp.sum(A[..., :, :, None] * B[..., None, :, :], axis=-2)
+    """``A @ B`` over the trailing dims, broadcasting the leading ones."""
+    return jnp.einsum("...ij,...jk->...ik", A, B)
 
 
 def transpose(A):

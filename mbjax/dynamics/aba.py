@@ -10,13 +10,15 @@ zero motion and ``D = 1`` so that they produce exactly zero.
 
 from __future__ import annotations
 
+import equinox as eqx
+import jax
 import jax.numpy as jnp
 
 from .. import spatial
 from ..checks import check_configuration, check_vector
 from ..kinematics import tree_kinematics
 from ..model.model import Model
-from ..model.tree import add_to_parents, gather_level, parent_rows
+from ..model.tree import take
 from .bodies import body_terms, gravity_acceleration
 
 
@@ -27,53 +29,84 @@ def _inverse(D):
     return jnp.linalg.inv(D)
 
 
+def _project(IA, pA, S, tau, armature, pad):
+    """Joint-space quantities of one level (RBDA Table 7.1, lines 11-14).
+
+    U_a = I^A S_a,  D = S^T I^A S (+ armature),  u = tau - S^T p^A.
+    Padding rows of S are zero and get D = 1, so they contribute nothing.
+    """
+    U = jnp.einsum("...ij,...aj->...ai", IA, S)
+    D = jnp.einsum("...ai,...bi->...ab", S, U)
+    D = D + jnp.eye(D.shape[-1], dtype=D.dtype) * (armature + pad)[..., :, None]
+    u = tau - jnp.einsum("...ai,...i->...a", S, pA)
+    return U, _inverse(D), u
+
+
+def _articulated(IA, pA, c, U, Dinv, u):
+    """What a body passes to its parent: I^a = I^A - U D^-1 U^T, p^a = p^A + I^a c + U D^-1 u."""
+    W = jnp.einsum("...ab,...bi->...ai", Dinv, U)
+    Ia = IA - jnp.einsum("...ai,...aj->...ij", U, W)
+    pa = pA + spatial.matvec(Ia, c) + jnp.einsum("...ai,...a->...i", W, u)
+    return Ia, pa
+
+
+def _accelerate(a_parent, c, S, U, Dinv, u):
+    """qdd = D^-1 (u - U^T a'),  a = a' + S qdd,  with a' = a_parent + c (RBDA Table 7.1)."""
+    a1 = a_parent + c
+    qdd = jnp.einsum("...ab,...b->...a", Dinv, u - jnp.einsum("...ai,...i->...a", U, a1))
+    return qdd, a1 + jnp.einsum("...ai,...a->...i", S, qdd)
+
+
 def aba_from(model: Model, tk, q, qd, tau, f_ext=None):
-    """ABA on precomputed tree kinematics (no input checks)."""
-    topo = model.topology
+    """ABA on precomputed tree kinematics (no input checks).
+
+    The levels below the roots are swept with ``lax.scan`` (leaves to root, then root to
+    leaves) over a padded layout; the root level, whose joints may be wider (a free base),
+    is handled on its own.
+    """
+    sw = model.topology.sweep
+    if sw is None:  # nothing moves
+        return jnp.zeros(0, tau.dtype)
     t = body_terms(model, tk, q, qd, f_ext)
-    IA0 = spatial.inertia_matrix(*t.inertia)
-    zero = jnp.zeros((1,), tau.dtype)
-    S_pad = jnp.concatenate([tk.S, jnp.zeros((1, 6), tk.S.dtype)])
-    tau_pad = jnp.concatenate([tau, zero])
-    arm_pad = jnp.concatenate([model.armature, zero])
-    levels = topo.levels
+    pad_row = lambda x: jnp.concatenate([x, jnp.zeros((1,) + x.shape[1:], x.dtype)])  # noqa: E731
+    IA0 = pad_row(spatial.inertia_matrix(*t.inertia))
+    p0, c0, S, tau_p, arm = pad_row(t.p), pad_row(t.c), pad_row(tk.S), pad_row(tau), pad_row(model.armature)
+    P = jnp.asarray(sw.parent, tau.dtype)
+    W = P.shape[-1] if P.size else len(sw.root.bodies)
 
-    # backward pass, leaves to root
-    saved = [None] * len(levels)
-    acc = None
-    for d in range(len(levels) - 1, -1, -1):
-        lv = levels[d]
-        IA, pA, c = gather_level(lv, (IA0, t.p, t.c))
-        if acc is not None:
-            IA, pA = IA + acc[0], pA + acc[1]
-        S = S_pad[lv.dofs]  # (n, w, 6)
-        U = jnp.sum(IA[:, None, :, :] * S[:, :, None, :], axis=-1)  # U_a = I^A S_a
-        D = jnp.sum(S[:, :, None, :] * U[:, None, :, :], axis=-1)  # D_ab = S_a . U_b
-        D = D + jnp.eye(D.shape[-1], dtype=D.dtype) * (arm_pad[lv.dofs] + lv.pad)[:, :, None]
-        u = tau_pad[lv.dofs] - jnp.sum(S * pA[:, None, :], axis=-1)  # u = tau - S^T p^A
-        Dinv = _inverse(D)
-        saved[d] = (S, U, Dinv, u, c)
-        if d > 0:
-            W = jnp.sum(Dinv[:, :, :, None] * U[:, None, :, :], axis=2)  # D^-1 U^T
-            Ia = IA - jnp.sum(U[:, :, :, None] * W[:, :, None, :], axis=1)  # I^A - U D^-1 U^T
-            Dinv_u = jnp.sum(Dinv * u[:, None, :], axis=-1)
-            pa = pA + spatial.matvec(Ia, c) + jnp.sum(U * Dinv_u[:, :, None], axis=1)
-            acc = add_to_parents(lv, len(levels[d - 1].bodies), (Ia, pa))
-        else:
-            acc = None
+    # backward sweep, leaves to root: the carry holds what the children pass to each slot
+    def backward(acc, x):
+        body, dofs, pad, parent = x
+        IA, pA, c = take(IA0, body) + acc[0], take(p0, body) + acc[1], take(c0, body)
+        U, Dinv, u = _project(IA, pA, take(S, dofs), take(tau_p, dofs), take(arm, dofs), pad)
+        Ia, pa = _articulated(IA, pA, c, U, Dinv, u)
+        up = (jnp.einsum("kj,k...->j...", parent, Ia), jnp.einsum("kj,k...->j...", parent, pa))
+        return up, (U, Dinv, u)
 
-    # forward pass, root to leaves
-    qdds, a_prev = [], None
-    for d, lv in enumerate(levels):
-        S, U, Dinv, u, c = saved[d]
-        a_par = gravity_acceleration(model)[None, :] if d == 0 else parent_rows(lv, a_prev)
-        a1 = a_par + c
-        qdd = jnp.sum(Dinv * (u - jnp.sum(U * a1[:, None, :], axis=-1))[:, None, :], axis=-1)
-        a_prev = a1 + jnp.sum(S * qdd[:, :, None], axis=1)
-        qdds.append(qdd.reshape(-1))
-    return jnp.concatenate(qdds)[topo.level_dof_order]
+    zero = (jnp.zeros((W, 6, 6), tau.dtype), jnp.zeros((W, 6), tau.dtype))
+    xs = (sw.body, sw.dofs, jnp.asarray(sw.pad, tau.dtype), P)
+    acc, saved = jax.lax.scan(backward, zero, xs, reverse=True)
+
+    # the root level
+    root = sw.root
+    n0, ib = len(root.bodies), root.body_index
+    IA, pA, c = take(IA0, ib) + acc[0][:n0], take(p0, ib) + acc[1][:n0], take(c0, ib)
+    Sr = take(S, root.dofs)
+    U, Dinv, u = _project(IA, pA, Sr, take(tau_p, root.dofs), take(arm, root.dofs), jnp.asarray(root.pad, tau.dtype))
+    qdd0, a0 = _accelerate(gravity_acceleration(model), c, Sr, U, Dinv, u)
+
+    # forward sweep, root to leaves: the carry holds the accelerations of the level above
+    def forward(a_prev, x):
+        body, dofs, parent, (U, Dinv, u) = x
+        qdd, a = _accelerate(parent @ a_prev, take(c0, body), take(S, dofs), U, Dinv, u)
+        return a, qdd
+
+    a_init = jnp.zeros((W, 6), tau.dtype).at[:n0].set(a0)
+    _, qdds = jax.lax.scan(forward, a_init, (sw.body, sw.dofs, P, saved))
+    return take(jnp.concatenate([qdd0.reshape(-1), qdds.reshape(-1)]), sw.dof_order)
 
 
+@eqx.filter_jit
 def aba(model: Model, q, qd, tau, f_ext=None):
     """Joint accelerations (nv,) under torques ``tau`` at state (q, qd).
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax.numpy as jnp
 
 from .. import spatial
 from ..checks import check_configuration
 from ..kinematics import TreeKinematics, tree_kinematics
 from ..model.model import Model
+from ..model.tree import take
 from .bodies import world_inertias
 
 
@@ -22,7 +24,7 @@ def composite_momentum(model: Model, tk: TreeKinematics):
     flat = jnp.concatenate([m[:, None], h, IO.reshape(-1, 9)], axis=-1)
     IC = jnp.asarray(topo.ancestors.T, flat.dtype) @ flat
     body = topo.dof_body
-    ICk = IC[body]
+    ICk = take(IC, body)
     return spatial.inertia_apply(ICk[:, 0], ICk[:, 1:4], ICk[:, 4:].reshape(-1, 3, 3), tk.S)
 
 
@@ -43,6 +45,7 @@ def mass_matrix_from(model: Model, tk: TreeKinematics):
     return L + L.T + jnp.where(same, 0.5 * (P + P.T), 0.0) + jnp.diag(model.armature)
 
 
+@eqx.filter_jit
 def crba(model: Model, q):
     """The joint-space mass matrix M(q) (nv, nv), symmetric positive definite.
 

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import equinox as eqx
 import jax.numpy as jnp
 
 from .. import spatial
 from ..checks import check_configuration, check_vector
 from ..kinematics import tree_kinematics
 from ..model.model import Model
+from ..model.tree import take
 from .bodies import body_terms, gravity_acceleration
 
 
@@ -26,9 +28,10 @@ def rnea_from(model: Model, tk, q, qd, qdd, f_ext=None):
     a = jnp.asarray(topo.dof_ancestors, qd.dtype) @ (tk.S * qdd[:, None]) + A @ t.c + gravity_acceleration(model)
     f = spatial.inertia_apply(*t.inertia, a) + t.p
     F = A.T @ f
-    return jnp.sum(tk.S * F[topo.dof_body], axis=-1) + model.armature * qdd
+    return jnp.sum(tk.S * take(F, topo.dof_body), axis=-1) + model.armature * qdd
 
 
+@eqx.filter_jit
 def rnea(model: Model, q, qd, qdd, f_ext=None):
     """Joint torques (nv,) that produce the accelerations ``qdd`` at state (q, qd).
 

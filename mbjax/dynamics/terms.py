@@ -5,6 +5,7 @@ momentum matrix, plus forward dynamics by either algorithm."""
 from __future__ import annotations
 
 import jax
+import equinox as eqx
 import jax.numpy as jnp
 
 from .. import spatial
@@ -17,12 +18,14 @@ from .crba import mass_matrix_from, momentum_matrix_from
 from .rnea import rnea_from
 
 
+@eqx.filter_jit
 def nonlinear_effects(model: Model, q, qd):
     """Bias torques h(q, qd) (nv,): Coriolis, centrifugal and gravity (rnea with qdd = 0)."""
     q, qd = check_configuration(model, q), check_vector(model, qd, "qd")
     return rnea_from(model, tree_kinematics(model, q), q, qd, jnp.zeros_like(qd))
 
 
+@eqx.filter_jit
 def generalized_gravity(model: Model, q):
     """Gravity torques g(q) (nv,) (rnea with qd = qdd = 0)."""
     q = check_configuration(model, q)
@@ -30,6 +33,7 @@ def generalized_gravity(model: Model, q):
     return rnea_from(model, tree_kinematics(model, q), q, z, z)
 
 
+@eqx.filter_jit
 def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
     """Joint accelerations (nv,).
 
@@ -48,6 +52,7 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
     raise ValueError(f"unknown method {method!r}; use 'aba' or 'crba'")
 
 
+@eqx.filter_jit
 def kinetic_energy(model: Model, q, qd):
     """T = 1/2 sum_i v_i . I_i v_i + 1/2 sum_k armature_k qd_k^2 (= 1/2 qd^T M qd)."""
     q, qd = check_configuration(model, q), check_vector(model, qd, "qd")
@@ -57,12 +62,14 @@ def kinetic_energy(model: Model, q, qd):
     return 0.5 * jnp.sum(v * spatial.inertia_apply(*inertia, v)) + 0.5 * jnp.sum(model.armature * qd**2)
 
 
+@eqx.filter_jit
 def potential_energy(model: Model, q):
     """V = -sum_i m_i g . c_i (zero at the world origin)."""
     q = check_configuration(model, q)
     return -jnp.sum(model.mass) * jnp.dot(model.gravity, center_of_mass_from(model, tree_kinematics(model, q)))
 
 
+@eqx.filter_jit
 def momentum(model: Model, q, qd, about: str = "world"):
     """Spatial momentum (6,) ``(linear, angular)`` in world axes.
 
@@ -75,6 +82,7 @@ def momentum(model: Model, q, qd, about: str = "world"):
     return _about(model, tk, h, about)
 
 
+@eqx.filter_jit
 def centroidal_momentum_matrix(model: Model, q):
     """A_G (6, nv) with h_G = A_G qd: momentum about the CoM in world axes (Orin et al. 2013)."""
     q = check_configuration(model, q)

@@ -49,7 +49,14 @@ class ModelBuilder:
     remains a named frame. Every body, movable or merged, is a frame of the same name.
     """
 
-    def __init__(self, name: str = "model", gravity=(0.0, 0.0, -9.81)):
+    def __init__(self, name: str = "model", gravity=(0.0, 0.0, -9.81), inertia_check: str = "raise"):
+        """``inertia_check``: what to do with a rotational inertia that no rigid body can have
+        (a negative principal moment, or principal moments breaking the triangle inequality):
+        ``"raise"`` (default) or ``"warn"`` and keep it as given. Many published URDFs have
+        such inertias; Pinocchio accepts them silently, MuJoCo refuses them."""
+        if inertia_check not in ("raise", "warn"):
+            raise ValueError(f"inertia_check must be 'raise' or 'warn', not {inertia_check!r}")
+        self.inertia_check = inertia_check
         self.name = name
         self.gravity = _vector(gravity, 3, "gravity")
         self._bodies: dict[str, _Body] = {}
@@ -105,7 +112,12 @@ class ModelBuilder:
             _unit(axis2, f"axis2 of joint of {name!r}") if joint == "universal" else np.array([0.0, 1.0, 0.0]),
         ])
         I = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, dtype=float)
-        check_inertia(float(mass), I, name)
+        try:
+            check_inertia(float(mass), I, name)
+        except NonPhysicalInertia as e:
+            if self.inertia_check == "raise":
+                raise
+            warnings.warn(f"{e}; kept as given", stacklevel=2)
         self._bodies[name] = _Body(
             name=name,
             parent=parent,
@@ -166,8 +178,6 @@ class ModelBuilder:
                 anchor[n], pose[n] = pa, (Rp @ b.rotation, pp + Rp @ b.translation)
 
         movable = [n for n in order if self._bodies[n].joint_type != "fixed"]
-        if not movable:
-            raise ValueError("the model has no movable joint; add at least one joint that is not 'fixed'")
         index = {n: i for i, n in enumerate(movable)}
         mass = {n: 0.0 for n in movable}
         mcom = {n: np.zeros(3) for n in movable}
@@ -211,28 +221,36 @@ class ModelBuilder:
         if len(set(topo.joint_names)) != len(topo.joint_names):
             raise ValueError("joint names must be unique")
         dtype = jnp.zeros(()).dtype if dtype is None else dtype
-        arr = lambda x: jnp.asarray(np.asarray(x, dtype=float), dtype=dtype)  # noqa: E731
-        cat = lambda xs: np.concatenate(xs) if xs else np.zeros(0)  # noqa: E731
+        def arr(x, *shape):  # stacked rows of the given shape (also when there are none)
+            return jnp.asarray(np.asarray(x, dtype=float).reshape((-1,) + shape), dtype=dtype)
+
+        def cat(xs):
+            return arr(np.concatenate(xs) if xs else np.zeros(0))
+
         return Model(
             topology=topo,
-            joint_rotation=arr([R for _, _, R, *_ in bodies]),
-            joint_translation=arr([p for _, _, _, p, *_ in bodies]),
-            joint_axis=arr([b.axis for b, *_ in bodies]),
+            joint_rotation=arr([R for _, _, R, *_ in bodies], 3, 3),
+            joint_translation=arr([p for _, _, _, p, *_ in bodies], 3),
+            joint_axis=arr([b.axis for b, *_ in bodies], 2, 3),
             mass=arr([m for *_, m, _, _ in bodies]),
-            com=arr([c for *_, c, _ in bodies]),
-            inertia=arr([I for *_, I in bodies]),
-            armature=arr(cat([b.armature for b, *_ in bodies])),
-            lower=arr(cat([b.lower for b, *_ in bodies])),
-            upper=arr(cat([b.upper for b, *_ in bodies])),
-            velocity_limit=arr(cat([b.velocity_limit for b, *_ in bodies])),
-            effort_limit=arr(cat([b.effort_limit for b, *_ in bodies])),
-            frame_rotation=arr([f[2] for f in frames]),
-            frame_translation=arr([f[3] for f in frames]),
+            com=arr([c for *_, c, _ in bodies], 3),
+            inertia=arr([I for *_, I in bodies], 3, 3),
+            armature=cat([b.armature for b, *_ in bodies]),
+            lower=cat([b.lower for b, *_ in bodies]),
+            upper=cat([b.upper for b, *_ in bodies]),
+            velocity_limit=cat([b.velocity_limit for b, *_ in bodies]),
+            effort_limit=cat([b.effort_limit for b, *_ in bodies]),
+            frame_rotation=arr([f[2] for f in frames], 3, 3),
+            frame_translation=arr([f[3] for f in frames], 3),
             gravity=arr(self.gravity),
         )
 
 
 # ------------------------------------------------------------------------------ helpers
+class NonPhysicalInertia(ValueError):
+    """A rotational inertia that no rigid body can have."""
+
+
 def check_inertia(mass: float, inertia: np.ndarray, name: str, tol: float = 1e-10) -> None:
     """Raise ``ValueError`` unless (mass, inertia about the CoM) is physically possible.
 
@@ -251,11 +269,15 @@ def check_inertia(mass: float, inertia: np.ndarray, name: str, tol: float = 1e-1
         raise ValueError(f"inertia of body {name!r} is not symmetric: {I.tolist()}")
     ev = np.linalg.eigvalsh(0.5 * (I + I.T))
     if ev[0] < -tol * scale:
-        raise ValueError(f"inertia of body {name!r} has a negative principal moment {ev[0]:.6g}; it is not physical")
+        raise NonPhysicalInertia(
+            f"inertia of body {name!r} has a negative principal moment {ev[0]:.6g}; it is not physical. "
+            "Fix the model, or pass inertia_check='warn' to load it anyway"
+        )
     if ev[0] + ev[1] < ev[2] - tol * scale - 1e-9 * ev[2]:
-        raise ValueError(
+        raise NonPhysicalInertia(
             f"inertia of body {name!r} violates the triangle inequality (principal moments "
-            f"{ev[0]:.6g}, {ev[1]:.6g}, {ev[2]:.6g}: the two smallest must add up to at least the largest)"
+            f"{ev[0]:.6g}, {ev[1]:.6g}, {ev[2]:.6g}: the two smallest must add up to at least the largest). "
+            "Fix the model, or pass inertia_check='warn' to load it anyway"
         )
 
 

@@ -226,6 +226,18 @@ class Topology:
     def has_bias(self):
         return any(j.has_bias for j in self.joints)
 
+    @functools.cached_property
+    def doubling(self):
+        """Ancestor tables for pointer doubling: entry s maps each body (and the world, row
+        nb) to its 2^s-th ancestor, nb standing for the world. Used by ``compose_paths``."""
+        nb = self.nbodies
+        anc = np.array([p if p >= 0 else nb for p in self.parents] + [nb], dtype=np.int32)
+        tables = []
+        for _ in range(int(np.ceil(np.log2(max(self.depth) + 1))) if nb else 0):
+            tables.append(anc)
+            anc = anc[anc]
+        return tuple(tables)
+
     # ----------------------------------------------------------------------- levels
     @functools.cached_property
     def levels(self):
@@ -248,23 +260,38 @@ class Topology:
         return tuple(out)
 
     @functools.cached_property
-    def level_order(self):
-        """Inverse permutation from bodies concatenated level by level back to body order."""
-        return _inverse_permutation(np.concatenate([lv.bodies for lv in self.levels]))
-
-    @functools.cached_property
-    def level_dof_order(self):
-        """Gather index from the concatenated, padded level dof tables back to dof order."""
-        flat = np.concatenate([lv.dofs.reshape(-1) for lv in self.levels])
-        where = np.empty(self.nv, dtype=np.int32)
-        for k, d in enumerate(flat):
-            if d < self.nv:
-                where[d] = k
-        return where
+    def sweep(self):
+        """The levels below the roots, padded to one shape so that a pass over them is a
+        ``lax.scan`` (compiled once, whatever the depth): see :class:`Sweep`. ``None`` for a
+        model without bodies."""
+        levels, nb, nv = self.levels, self.nbodies, self.nv
+        if not levels:
+            return None
+        rest = levels[1:]
+        W = max(len(lv.bodies) for lv in levels)
+        w = max([lv.dofs.shape[1] for lv in rest], default=1)
+        L = len(rest)
+        body = np.full((L, W), nb, dtype=np.int32)
+        parent = np.zeros((L, W, W))
+        dofs = np.full((L, W, w), nv, dtype=np.int32)
+        for d, lv in enumerate(rest):
+            n, wd = lv.dofs.shape
+            body[d, :n] = lv.bodies
+            parent[d, np.arange(n), lv.parent_pos] = 1.0
+            dofs[d, :n, :wd] = lv.dofs
+        flat = np.concatenate([levels[0].dofs.reshape(-1), dofs.reshape(-1)])
+        order = np.empty(nv, dtype=np.int32)
+        for k, dof in enumerate(flat):
+            if dof < nv:
+                order[dof] = k
+        return Sweep(levels[0], body, parent, dofs, dofs == nv, order)
 
 
 @dataclass(frozen=True, eq=False)
 class Level:
+    """The bodies of one depth, their parents' positions in the level above, and the table
+    of their velocity coordinates, padded to the widest joint of the level."""
+
     bodies: tuple
     parent_pos: tuple
     dofs: np.ndarray  # (n, width) velocity indices, padded with nv
@@ -274,14 +301,23 @@ class Level:
     def body_index(self):
         return _index(self.bodies)
 
-    @functools.cached_property
-    def parent_index(self):
-        return _index(self.parent_pos)
 
-    @property
-    def is_chain(self):
-        """Each body's parent is the body at the same position of the previous level."""
-        return self.parent_pos == tuple(range(len(self.bodies)))
+@dataclass(frozen=True, eq=False)
+class Sweep:
+    """Levels 1..L-1 padded to W bodies and w coordinates each, for ``lax.scan``.
+
+    Padding bodies have index nb, padding coordinates index nv. ``parent[d]`` is the one-hot
+    (W x W) matrix with ``parent[d][k, j] = 1`` when slot j of level d is the parent of slot
+    k of level d + 1: a product with it gathers parents' rows, with its transpose it sums
+    children's rows into their parents.
+    """
+
+    root: Level
+    body: np.ndarray  # (L-1, W)
+    parent: np.ndarray  # (L-1, W, W)
+    dofs: np.ndarray  # (L-1, W, w)
+    pad: np.ndarray  # (L-1, W, w)
+    dof_order: np.ndarray  # (nv,) position of each coordinate in [root dofs, sweep dofs] flattened
 
 
 def _index(seq):

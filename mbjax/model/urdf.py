@@ -119,7 +119,7 @@ def _read(source):
 
 
 def load_urdf(source, floating_base: bool = False, mimic: str = "error", joint_order: str = "file",
-              dtype=None) -> Model:
+              inertia_check: str = "raise", dtype=None) -> Model:
     """Build a :class:`Model` from a URDF file path or URDF text.
 
     **Arguments:**
@@ -131,6 +131,8 @@ def load_urdf(source, floating_base: bool = False, mimic: str = "error", joint_o
       Pinocchio does by default).
     - ``joint_order``: ``"file"`` (children in file order) or ``"pinocchio"`` (children sorted
       by joint name, Pinocchio's order).
+    - ``inertia_check``: ``"raise"`` (default) on inertias no rigid body can have (negative
+      principal moment, triangle inequality), or ``"warn"`` and keep them as given.
     - ``dtype``: floating-point type of the model's arrays.
     """
     if mimic not in ("error", "independent"):
@@ -181,7 +183,7 @@ def load_urdf(source, floating_base: bool = False, mimic: str = "error", joint_o
         raise URDFError(f"the URDF has {len(roots)} root links {roots}; it must form one tree")
     root = roots[0]
 
-    builder = ModelBuilder(robot.get("name", "robot"))
+    builder = ModelBuilder(robot.get("name", "robot"), inertia_check=inertia_check)
     m, c, I = _inertial(links[root])
     builder.add_body(root, joint="free" if floating_base else "fixed", joint_name="root_joint",
                      mass=m, com=c, inertia=I)

@@ -1,0 +1,7 @@
+"""``python -m mbjax``: the command line interface (see :mod:`mbjax.cli`)."""
+
+import sys
+
+from .cli import main
+
+sys.exit(main())

@@ -1,0 +1,458 @@
+"""Command line interface: ``mbjax demo`` and ``mbjax info`` (also ``python -m mbjax ...``).
+
+``mbjax demo`` simulates the passive motion of a model (gravity, zero joint torque, optional
+joint damping) with a fixed-step semi-implicit Euler integrator -- velocity first, then
+position on the configuration manifold with :func:`mbjax.integrate` -- written as a jitted
+``jax.lax.scan`` over :func:`mbjax.aba`, and reports the energy balance.
+
+``mbjax info`` prints a model's joints, their slices of q and v, limits and body masses.
+
+Both run in float64 (``jax_enable_x64`` is switched on before any model is built).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import math
+import os
+import sys
+import time
+
+DEFAULT_MODEL = "double_pendulum"
+PLOT_HINT = 'install it with `pip install matplotlib` (or `pip install -e ".[plot]"` in a clone of mbjax)'
+
+
+# ------------------------------------------------------------------------------ models
+def load_model(spec: str, floating_base: bool | None = None, mimic: str | None = None, joint_order: str = "file"):
+    """Load ``spec``: a URDF path, a bundled model name, or an example-robot-data name.
+
+    ``floating_base=None`` keeps the model's default (floating for the bundled quadruped and
+    for legged example robots, fixed for a URDF path). ``mimic=None`` keeps the loader's
+    default: ``"error"`` for URDF paths, ``"independent"`` for example-robot-data robots (as
+    Pinocchio does).
+    """
+    from . import robots
+    from .model.urdf import load_urdf
+
+    kwargs = {"joint_order": joint_order}
+    if mimic is not None:
+        kwargs["mimic"] = mimic
+    if floating_base is not None:
+        kwargs["floating_base"] = floating_base
+    if os.path.isfile(spec):
+        return load_urdf(spec, **kwargs), os.path.abspath(spec)
+    if spec in robots.BUNDLED_MODELS:
+        return robots.load_bundled(spec, **kwargs), f"bundled model {spec!r}"
+    if spec in robots.EXAMPLE_ROBOTS:
+        return robots.load_example_robot(spec, **kwargs), f"example-robot-data {spec!r}"
+    if spec.endswith(".urdf") or os.sep in spec:
+        raise FileNotFoundError(f"no URDF file at {spec!r}")
+    raise KeyError(
+        f"unknown model {spec!r}: give a path to a .urdf file, a bundled model "
+        f"({', '.join(sorted(robots.BUNDLED_MODELS))}) or, with example-robot-data installed, "
+        f"one of {', '.join(sorted(set(robots.EXAMPLE_ROBOTS) - set(robots.BUNDLED_MODELS)))}"
+    )
+
+
+def _floating(model) -> bool:
+    return len(model.joint_types) > 0 and model.joint_types[0] == "free" and model.parents[0] == -1
+
+
+def model_summary(model, source: str) -> str:
+    kinds: dict[str, int] = {}
+    for t in model.joint_types:
+        kinds[t] = kinds.get(t, 0) + 1
+    joints = ", ".join(f"{n} {t}" for t, n in kinds.items())
+    return "\n".join([
+        f"model     {model.name}  ({source})",
+        f"base      {'floating (free joint root_joint)' if _floating(model) else 'fixed'}",
+        f"sizes     nq = {model.nq}, nv = {model.nv}, bodies = {model.nbodies}, frames = {model.nframes}",
+        f"joints    {joints}",
+        f"mass      {float(model.mass.sum()):.6g} kg in total",
+    ])
+
+
+def _fmt_limits(lo, hi) -> str:
+    import numpy as np
+
+    lo, hi = np.asarray(lo, dtype=float), np.asarray(hi, dtype=float)
+    if lo.size == 0 or (np.all(np.isinf(lo)) and np.all(np.isinf(hi))):
+        return "-"
+    f = lambda x: "-inf" if x == -np.inf else ("inf" if x == np.inf else f"{x:.4g}")  # noqa: E731
+    return ", ".join(f"[{f(a)}, {f(b)}]" for a, b in zip(lo, hi))
+
+
+def joints_table(model) -> str:
+    import numpy as np
+
+    rows = [("#", "joint", "type", "body", "parent", "q", "v", "position limits", "vel. limit", "effort", "mass [kg]")]
+    for i, (jname, jtype, body) in enumerate(zip(model.joint_names, model.joint_types, model.body_names)):
+        qs, vs = model.q_slice(i), model.v_slice(i)
+        p = model.parents[i]
+        vel = np.asarray(model.velocity_limit[vs], dtype=float)
+        eff = np.asarray(model.effort_limit[vs], dtype=float)
+        one = lambda a: "-" if a.size == 0 or np.all(np.isinf(a)) else ", ".join(f"{x:.4g}" for x in a)  # noqa: E731
+        rows.append((
+            str(i), jname, jtype, body, "world" if p < 0 else model.body_names[p],
+            f"{qs.start}:{qs.stop}", f"{vs.start}:{vs.stop}",
+            _fmt_limits(model.lower[qs], model.upper[qs]), one(vel), one(eff), f"{float(model.mass[i]):.4g}",
+        ))
+    widths = [max(len(r[k]) for r in rows) for k in range(len(rows[0]))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in rows]
+    lines.insert(1, "  ".join("-" * w for w in widths))
+    return "\n".join(lines)
+
+
+# ------------------------------------------------------------------------------ simulation
+def initial_state(model, seed: int = 0, amplitude: float = 1.0):
+    """A reproducible non-trivial start (NumPy arrays ``q0`` (nq,), ``qd0`` (nv,)).
+
+    Revolute, continuous, prismatic, universal and cylindrical coordinates are displaced from
+    the neutral configuration by up to ``amplitude`` (rad or m); spherical, planar and free
+    joints start at their neutral configuration. Velocities are Gaussian with standard
+    deviation ``amplitude / 2``. Plain NumPy: no compilation before the simulation starts.
+    """
+    import numpy as np
+
+    from .configuration import neutral
+
+    rng = np.random.default_rng(seed)
+    q0 = np.array(neutral(model), dtype=float)
+    for i, t in enumerate(model.joint_types):
+        qs, vs = model.q_slice(i), model.v_slice(i)
+        d = amplitude * rng.uniform(-1.0, 1.0, vs.stop - vs.start)
+        if t in ("revolute", "prismatic", "universal", "cylindrical"):
+            q0[qs] = d
+        elif t == "continuous":
+            q0[qs] = (np.cos(d[0]), np.sin(d[0]))
+    qd0 = 0.5 * amplitude * rng.standard_normal(model.nv)
+    return q0, qd0
+
+
+def make_chunk(model, dt: float, steps: int, stride: int, records: int, damping: float = 0.0):
+    """A function ``chunk(model, (q, qd), start) -> ((q, qd), rec)`` for ``jax.jit``.
+
+    It makes ``records`` records; each stores the state and its kinetic energy, potential
+    energy and centre of mass, then advances ``stride`` steps of semi-implicit Euler::
+
+        qd <- qd + dt * aba(q, qd, -damping * qd)      # velocity first,
+        q  <- integrate(q, dt * qd)                    # then position, on the manifold
+
+    Step ``k`` (counted from ``start``) changes nothing when ``k >= steps``, so one compiled
+    chunk serves every chunk of a run, the last included.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from .configuration import integrate, normalize
+    from .dynamics.aba import aba
+    from .dynamics.terms import kinetic_energy, potential_energy
+    from .kinematics import center_of_mass
+
+    damp = np.full(model.nv, float(damping))
+    for i, t in enumerate(model.joint_types):
+        if t == "free":
+            damp[model.v_slice(i)] = 0.0  # no damping on the floating base
+
+    def chunk(model, state, start):
+        d = jnp.asarray(damp, model.dtype)
+
+        def step(s, k):
+            q, qd = s
+            qd1 = qd + dt * aba(model, q, qd, -d * qd)
+            q1 = normalize(model, integrate(model, q, dt * qd1))
+            live = k < steps
+            return (jnp.where(live, q1, q), jnp.where(live, qd1, qd)), None
+
+        def record(s, k0):
+            q, qd = s
+            rec = (q, qd, kinetic_energy(model, q, qd), potential_energy(model, q), center_of_mass(model, q))
+            s, _ = jax.lax.scan(step, s, k0 + jnp.arange(stride))
+            return s, rec
+
+        return jax.lax.scan(record, state, start + stride * jnp.arange(records))
+
+    return chunk
+
+
+class _Progress:
+    """tqdm when installed, else plain lines on stderr (one rewritten line on a terminal)."""
+
+    def __init__(self, total: int, enabled: bool):
+        self.total, self.done, self.enabled = total, 0, enabled
+        self.tty = sys.stderr.isatty()
+        self.bar = None
+        self.last_pct = 0
+        if enabled:
+            try:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=total, unit="step", desc="simulating", file=sys.stderr, leave=False)
+            except ImportError:
+                pass
+
+    def update(self, n: int):
+        n = min(n, self.total - self.done)
+        self.done += n
+        if not self.enabled or n <= 0:
+            return
+        if self.bar is not None:
+            self.bar.update(n)
+            return
+        pct = int(100 * self.done / self.total)
+        if self.tty:
+            sys.stderr.write(f"\r  simulating: {pct:3d}% ({self.done}/{self.total} steps)")
+            sys.stderr.flush()
+        elif pct // 25 > self.last_pct // 25:
+            print(f"  simulating: {pct:3d}% ({self.done}/{self.total} steps)", file=sys.stderr, flush=True)
+        self.last_pct = pct
+
+    def close(self):
+        if self.bar is not None:
+            self.bar.close()
+        elif self.enabled and self.tty:
+            sys.stderr.write("\r" + " " * 60 + "\r")
+            sys.stderr.flush()
+
+
+def simulate(model, q0, qd0, duration: float, dt: float, damping: float = 0.0, max_records: int = 2000,
+             progress: bool = True):
+    """Simulate ``duration`` seconds of passive motion from (q0, qd0).
+
+    The run is cut into at most 20 calls of one compiled chunk (for progress output) and
+    keeps at most ``max_records + 1`` samples, the first at t = 0 and the last at the end.
+
+    **Returns:** a dict of NumPy arrays ``t``, ``q``, ``qd``, ``kinetic``, ``potential``,
+    ``com`` (one row per sample) and ``steps``, ``dt``, ``stride``, ``compile_s``, ``run_s``.
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    steps = max(1, int(round(duration / dt)))
+    stride = max(1, math.ceil(steps / max_records))
+    nrec = math.ceil(steps / stride) + 1  # samples at steps 0, stride, 2 stride, ..., steps
+    nchunks = min(nrec, 20)
+    per_chunk = math.ceil(nrec / nchunks)
+    nchunks = math.ceil(nrec / per_chunk)
+
+    chunk = make_chunk(model, dt, steps, stride, per_chunk, damping)
+    state = (jnp.asarray(q0, model.dtype), jnp.asarray(qd0, model.dtype))
+    t0 = time.perf_counter()
+    compiled = jax.jit(chunk).lower(model, state, jnp.asarray(0)).compile()
+    t_compile = time.perf_counter() - t0
+
+    bar = _Progress(steps, progress)
+    recs = []
+    t0 = time.perf_counter()
+    try:
+        for c in range(nchunks):
+            state, rec = compiled(model, state, jnp.asarray(c * per_chunk * stride))
+            recs.append(jax.block_until_ready(rec))
+            bar.update(per_chunk * stride)
+    finally:
+        bar.close()
+    t_run = time.perf_counter() - t0
+
+    q, qd, T, V, com = (np.concatenate([np.asarray(r[k]) for r in recs])[:nrec] for k in range(5))
+    return {
+        "t": np.minimum(np.arange(nrec) * stride, steps) * dt, "q": q, "qd": qd, "kinetic": T,
+        "potential": V, "com": com, "steps": steps, "dt": dt, "stride": stride,
+        "compile_s": t_compile, "run_s": t_run,
+    }
+
+
+def plot_run(model, run, path: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import numpy as np
+
+    t, T, V = run["t"], run["kinetic"], run["potential"]
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    for i, (name, jtype) in enumerate(zip(model.joint_names, model.joint_types)):
+        qs = model.q_slice(i)
+        if jtype in ("revolute", "prismatic"):
+            ax1.plot(t, run["q"][:, qs.start], label=name)
+        elif jtype == "continuous":
+            ax1.plot(t, np.unwrap(np.arctan2(run["q"][:, qs.start + 1], run["q"][:, qs.start])), label=name)
+        elif jtype == "free":
+            ax1.plot(t, run["q"][:, qs.start + 2], "k--", label=f"{name} z [m]")
+    ax1.set_ylabel("joint position [rad or m]")
+    ax1.set_title(f"{model.name}: passive motion, dt = {run['dt']:g} s")
+    if len(model.joint_names) <= 12:
+        ax1.legend(fontsize="small", ncol=2)
+    ax1.grid(alpha=0.3)
+    E = T + V
+    ax2.plot(t, T, label="kinetic")
+    ax2.plot(t, V, label="potential")
+    ax2.plot(t, E, "k", lw=2, label="total")
+    ax2.set_xlabel("time [s]")
+    ax2.set_ylabel("energy [J]")
+    ax2.legend(fontsize="small")
+    ax2.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+
+
+# ------------------------------------------------------------------------------ commands
+def _have_matplotlib() -> bool:
+    import importlib.util
+
+    return importlib.util.find_spec("matplotlib") is not None
+
+
+def cmd_demo(args) -> int:
+    import numpy as np
+
+    if args.dt <= 0 or args.duration <= 0:
+        print("mbjax demo: error: --dt and --duration must be positive", file=sys.stderr)
+        return 2
+    if args.plot and not _have_matplotlib():
+        print(f"mbjax demo: error: --plot needs matplotlib, which is not installed; {PLOT_HINT}, "
+              "or run without --plot.", file=sys.stderr)
+        return 1
+
+    model, source = load_model(args.model, args.floating_base, args.mimic)
+    print(model_summary(model, source))
+    q0, qd0 = initial_state(model, args.seed, args.amplitude)
+    steps = max(1, int(round(args.duration / args.dt)))
+    print(f"simulate  {steps * args.dt:g} s of passive motion (gravity {np.asarray(model.gravity).tolist()} m/s^2, "
+          f"zero torque{f', joint damping {args.damping:g} N m s/rad' if args.damping else ''})")
+    print(f"          {steps} steps of dt = {args.dt:g} s, semi-implicit Euler (aba + integrate, jax.lax.scan)")
+
+    # a diverging run trips mbjax's NaN checks inside jit; jax would log the callback traceback
+    logging.getLogger("jax._src.callback").setLevel(logging.CRITICAL)
+    try:
+        run = simulate(model, q0, qd0, args.duration, args.dt, args.damping, progress=not args.quiet)
+    except Exception as e:  # mbjax's run-time checks (eqx.error_if) raise on NaN/inf states
+        if "NaN or infinite" not in str(e):
+            raise
+        print(f"mbjax demo: error: the simulation diverged (the state became NaN or infinite); "
+              f"try a smaller --dt than {args.dt:g}", file=sys.stderr)
+        return 1
+    T, V = run["kinetic"], run["potential"]
+    E = T + V
+    e0 = abs(E[0]) if E[0] != 0 else 1.0
+    tmax = max(float(T.max()), 1e-300)
+    print(f"energy    initial {E[0]:.9g} J  (kinetic {T[0]:.6g}, potential {V[0]:.6g})")
+    print(f"          final   {E[-1]:.9g} J  (kinetic {T[-1]:.6g}, potential {V[-1]:.6g})")
+    print(f"          relative drift (E_final - E_initial) / |E_initial| = {(E[-1] - E[0]) / e0:+.3e}"
+          f"{'  (damped: energy is dissipated)' if args.damping else ''}")
+    if not args.damping:
+        print(f"          largest |E(t) - E_initial| = {np.abs(E - E[0]).max():.3e} J "
+              f"= {np.abs(E - E[0]).max() / tmax:.3e} x peak kinetic energy (potential is zero at the world origin)")
+    com = run["com"][-1]
+    print(f"final CoM [{com[0]:+.6f}, {com[1]:+.6f}, {com[2]:+.6f}] m (world frame)"
+          f"{'; no contacts, so a floating base falls freely' if _floating(model) else ''}")
+    rate = run["steps"] / run["run_s"] if run["run_s"] > 0 else float("inf")
+    print(f"time      compile {run['compile_s']:.2f} s, run {run['run_s']:.3f} s "
+          f"({rate:,.0f} steps/s, {steps * args.dt / max(run['run_s'], 1e-12):,.1f}x real time)")
+    if not np.all(np.isfinite(E)):
+        print("mbjax demo: error: the simulation diverged (non-finite energy); try a smaller --dt", file=sys.stderr)
+        return 1
+    if args.plot:
+        plot_run(model, run, args.plot)
+        print(f"plot      {os.path.abspath(args.plot)}")
+    return 0
+
+
+def cmd_info(args) -> int:
+    model, source = load_model(args.urdf, args.floating_base, args.mimic, args.joint_order)
+    print(model_summary(model, source))
+    print()
+    print(joints_table(model))
+    print()
+    print(f"frames ({model.nframes}): {', '.join(model.frame_names)}")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="mbjax", description="mbjax: differentiable rigid multibody dynamics in JAX.",
+    )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {_version()}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    def base_options(p):
+        g = p.add_mutually_exclusive_group()
+        g.add_argument("--floating-base", dest="floating_base", action="store_true", default=None,
+                       help="attach the root link to the world with a free joint")
+        g.add_argument("--fixed-base", dest="floating_base", action="store_false",
+                       help="weld the root link to the world (default for URDF paths and the double pendulum)")
+        p.add_argument("--mimic", choices=("error", "independent"), default=None,
+                       help="refuse URDF mimic joints (default for URDF files) or load them as "
+                            "independent joints (default for example-robot-data robots)")
+
+    demo = sub.add_parser("demo", help="simulate passive motion of a model and report its energy balance",
+                          description="Simulate a few seconds of passive motion (gravity, zero torque) with a "
+                                      "jitted semi-implicit Euler integrator and report energy drift and timings.")
+    demo.add_argument("--model", default=DEFAULT_MODEL,
+                      help="bundled model (double_pendulum, quadruped), path to a .urdf, or an "
+                           "example-robot-data name such as panda (default: %(default)s)")
+    base_options(demo)
+    demo.add_argument("--duration", type=float, default=2.0, help="simulated time in s (default: %(default)s)")
+    demo.add_argument("--dt", type=float, default=1e-3, help="time step in s (default: %(default)s)")
+    demo.add_argument("--damping", type=float, default=0.0,
+                      help="viscous damping on every joint except the floating base, N m s/rad (default: 0)")
+    demo.add_argument("--seed", type=int, default=0, help="seed of the initial state (default: %(default)s)")
+    demo.add_argument("--amplitude", type=float, default=1.0,
+                      help="initial joint displacement (rad) and velocity scale (default: %(default)s)")
+    demo.add_argument("--plot", metavar="OUT.png", help="save joint positions and energies over time (needs matplotlib)")
+    demo.add_argument("--quiet", action="store_true", help="no progress output")
+    demo.set_defaults(func=cmd_demo)
+
+    info = sub.add_parser("info", help="print a model's joints, q/v slices, limits and masses",
+                          description="Print the joints table of a URDF (or bundled model): names, types, "
+                                      "slices of q and v, limits and body masses.")
+    info.add_argument("urdf", help="path to a .urdf file, or a bundled / example-robot-data model name")
+    base_options(info)
+    info.add_argument("--joint-order", choices=("file", "pinocchio"), default="file",
+                      help="order of the joints in q (default: %(default)s)")
+    info.set_defaults(func=cmd_info)
+    return parser
+
+
+def _version() -> str:
+    try:
+        from importlib.metadata import version
+
+        return version("mbjax")
+    except Exception:  # pragma: no cover - not installed
+        return "unknown"
+
+
+def main(argv=None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 2
+
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    from .model.urdf import URDFError
+
+    try:
+        return args.func(args)
+    except (URDFError, FileNotFoundError, KeyError, ModuleNotFoundError) as e:
+        msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
+        if isinstance(e, URDFError) and "mimic" in msg:
+            msg += " On the command line: --mimic independent."
+        print(f"mbjax {args.command}: error: {msg}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("\ninterrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:  # e.g. `mbjax info robot.urdf | head`
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 1
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
