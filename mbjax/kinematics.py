@@ -106,11 +106,10 @@ def forward_kinematics(model: Model, q):
 
 def frame_placements_from(model: Model, tk: TreeKinematics):
     """World poses (nf, 3, 3), (nf, 3) of all frames given the body poses."""
-    fb = np.asarray(model.topology.frame_bodies)
-    world = fb < 0
-    idx = np.where(world, 0, fb)
-    Rb = jnp.where(world[:, None, None], jnp.eye(3, dtype=tk.R.dtype), take(tk.R, idx))
-    pb = jnp.where(world[:, None], 0.0, take(tk.p, idx))
+    nb = model.nbodies
+    idx = np.asarray([b if b >= 0 else nb for b in model.topology.frame_bodies], dtype=np.int32)
+    Rb = take(jnp.concatenate([tk.R, jnp.eye(3, dtype=tk.R.dtype)[None]]), idx)  # row nb: world
+    pb = take(jnp.concatenate([tk.p, jnp.zeros((1, 3), tk.p.dtype)]), idx)
     return spatial.compose(Rb, pb, model.frame_rotation, model.frame_translation)
 
 

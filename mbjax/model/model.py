@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import difflib
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -140,6 +142,6 @@ def _lookup(key, names, what):
     try:
         return names.index(key)
     except ValueError:
-        close = [n for n in names if key.lower() in n.lower()][:5]
-        hint = f" Did you mean one of {close}?" if close else f" Known {what}s: {list(names)[:10]}..."
+        close = difflib.get_close_matches(key, names, n=5) or [n for n in names if key.lower() in n.lower()][:5]
+        hint = f" Did you mean one of {close}?" if close else f" Known {what}s: {list(names)[:10]}"
         raise KeyError(f"no {what} named {key!r}.{hint}") from None
