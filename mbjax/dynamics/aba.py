@@ -19,7 +19,9 @@ from ..checks import check_configuration, check_vector
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
-from .bodies import body_terms, gravity_acceleration
+from .bodies import body_terms, external_forces_or_zero, gravity_acceleration
+from .crba import mass_matrix_from
+from .rnea import rnea_from
 
 
 def _inverse(D):
@@ -57,8 +59,8 @@ def _accelerate(a_parent, c, S, U, Dinv, u):
     return qdd, a1 + jnp.einsum("...ai,...a->...i", S, qdd)
 
 
-def aba_from(model: Model, tk, q, qd, tau, f_ext=None):
-    """ABA on precomputed tree kinematics (no input checks).
+def _sweep(model: Model, tk, q, qd, tau, f_ext):
+    """ABA on precomputed tree kinematics.
 
     The levels below the roots are swept with ``lax.scan`` (leaves to root, then root to
     leaves) over a padded layout; the root level, whose joints may be wider (a free base),
@@ -106,13 +108,45 @@ def aba_from(model: Model, tk, q, qd, tau, f_ext=None):
     return take(jnp.concatenate([qdd0.reshape(-1), qdds.reshape(-1)]), sw.dof_order)
 
 
+@jax.custom_jvp
+def aba_from(model: Model, q, qd, tau, f_ext):
+    """ABA without input checks (``f_ext`` an array, zeros for none), differentiated
+    analytically: see :func:`_aba_jvp`."""
+    return _sweep(model, tree_kinematics(model, q), q, qd, tau, f_ext)
+
+
+@aba_from.defjvp
+def _aba_jvp(primals, tangents):
+    """Derivative of forward dynamics through inverse dynamics (Carpentier & Mansard 2018).
+
+    tau = ID(model, q, qd, qdd(model, q, qd, tau)) holds identically, so
+    d qdd = M^-1 (d tau - dID), where dID is the derivative of RNEA at fixed qdd along the
+    tangents of (model, q, qd, f_ext). RNEA has no sequential sweep and M is factored once,
+    so Jacobians of aba (jacfwd: nv tangents at once) are cheap to run and to compile.
+    """
+    model, q, qd, tau, f_ext = primals
+    dmodel, dq, dqd, dtau, df = tangents
+    tk = tree_kinematics(model, q)
+    qdd = _sweep(model, tk, q, qd, tau, f_ext)
+
+    def inverse_dynamics(m, q_, qd_, f_):
+        return rnea_from(m, tree_kinematics(m, q_), q_, qd_, qdd, f_)
+
+    _, dID = jax.jvp(inverse_dynamics, (model, q, qd, f_ext), (dmodel, dq, dqd, df))
+    chol = jax.scipy.linalg.cho_factor(mass_matrix_from(model, tk))
+    return qdd, jax.scipy.linalg.cho_solve(chol, dtau - dID)
+
+
 @eqx.filter_jit
 def aba(model: Model, q, qd, tau, f_ext=None):
     """Joint accelerations (nv,) under torques ``tau`` at state (q, qd).
 
     **Arguments:** ``q`` (nq,), ``qd`` (nv,), ``tau`` (nv,); ``f_ext`` (nbodies, 6): optional
     external wrench on each body, ``(force, moment about the body origin)`` in body axes.
+
+    Derivatives (``jax.grad``, ``jax.jacfwd``, with respect to the state, the torques, the
+    wrenches and every model parameter) are analytic: see :func:`_aba_jvp`.
     """
     q = check_configuration(model, q)
     qd, tau = check_vector(model, qd, "qd"), check_vector(model, tau, "tau")
-    return aba_from(model, tree_kinematics(model, q), q, qd, tau, f_ext)
+    return aba_from(model, q, qd, tau, external_forces_or_zero(model, f_ext, tau.dtype))

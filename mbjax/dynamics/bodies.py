@@ -40,6 +40,13 @@ def external_forces(model: Model, tk: TreeKinematics, f_ext):
     return spatial.transform_force(tk.R, tk.p, f_ext)
 
 
+def external_forces_or_zero(model: Model, f_ext, dtype):
+    """``f_ext`` as an (nbodies, 6) array, zeros when None (for functions that need an array)."""
+    if f_ext is None:
+        return jnp.zeros((model.nbodies, 6), dtype)
+    return jnp.asarray(f_ext, dtype)
+
+
 def body_terms(model: Model, tk: TreeKinematics, q, qd, f_ext=None) -> BodyTerms:
     inertia = world_inertias(model, tk)
     v = body_velocities_from(model, tk, qd)

@@ -13,7 +13,7 @@ from ..checks import check_configuration, check_vector
 from ..kinematics import body_velocities_from, center_of_mass_from, tree_kinematics
 from ..model.model import Model
 from .aba import aba_from
-from .bodies import world_inertias
+from .bodies import external_forces_or_zero, world_inertias
 from .crba import mass_matrix_from, momentum_matrix_from
 from .rnea import rnea_from
 
@@ -44,7 +44,7 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
     qd, tau = check_vector(model, qd, "qd"), check_vector(model, tau, "tau")
     tk = tree_kinematics(model, q)
     if method == "aba":
-        return aba_from(model, tk, q, qd, tau, f_ext)
+        return aba_from(model, q, qd, tau, external_forces_or_zero(model, f_ext, tau.dtype))
     if method == "crba":
         M = mass_matrix_from(model, tk)
         h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
