@@ -1,9 +1,10 @@
 """Input checks shared by every public function.
 
 Shapes are checked at trace time (plain Python exceptions). Values are checked inside jit with
-``eqx.error_if``: NaN or infinite states and quaternions (or unit complex numbers) that are
-not of unit norm raise at run time with a message that says what to do. They cost one fused
-reduction per call; set ``EQX_ON_ERROR=nan`` to turn them into NaN outputs instead.
+one ``eqx.branched_error_if`` per call: NaN or infinite states, and quaternions (or unit
+complex numbers) in q that are not of unit norm, raise at run time with a message that says
+what to do. Set ``EQX_ON_ERROR=nan`` to get NaN outputs instead, or ``EQX_ON_ERROR=off`` to
+skip the checks (they cost a few microseconds per call).
 """
 
 from __future__ import annotations
@@ -14,6 +15,11 @@ import numpy as np
 
 #: |norm - 1| above this makes a quaternion in q an error (float32 keeps ~1e-7)
 UNIT_NORM_TOLERANCE = 1e-5
+
+_NOT_UNIT = (
+    "q holds a quaternion (or a (cos, sin) pair) whose norm is not 1. Normalise it, "
+    "e.g. with mbjax.normalize(model, q), or build q with mbjax.integrate."
+)
 
 
 def _as_array(model, x, name, n):
@@ -28,37 +34,39 @@ def _as_array(model, x, name, n):
     return x
 
 
-def check_vector(model, x, name: str, n: int | None = None):
-    """``x`` as an array of shape (n,) (n = nv by default), erroring at run time on NaN/inf."""
-    x = _as_array(model, x, name, model.nv if n is None else n)
-    return eqx.error_if(x, ~jnp.all(jnp.isfinite(x)), f"{name} contains NaN or infinite values")
-
-
-def _unit_index(model):
-    """Pairs (start, stop) of the unit-norm blocks of q."""
+def _unit_blocks(model):
+    """Index of the q entries in unit-norm blocks, and the block each belongs to."""
     topo = model.topology
-    out = []
+    idx, seg = [], []
     for i, joint in enumerate(topo.joints):
         for sl in joint.unit_slices:
-            out.append((topo.q_start[i] + sl.start, topo.q_start[i] + sl.stop))
-    return out
+            idx.extend(range(topo.q_start[i] + sl.start, topo.q_start[i] + sl.stop))
+            seg.extend([len(set(seg))] * (sl.stop - sl.start))
+    return np.asarray(idx, dtype=np.int32), np.asarray(seg, dtype=np.int32)
 
 
-def check_configuration(model, q):
-    """``q`` as an array of shape (nq,), erroring at run time on NaN and non-unit quaternions."""
-    q = _as_array(model, q, "q", model.nq)
-    bad = ~jnp.all(jnp.isfinite(q))
-    q = eqx.error_if(q, bad, "q contains NaN or infinite values")
-    blocks = _unit_index(model)
-    if blocks:
-        idx = np.concatenate([np.arange(a, b) for a, b in blocks])
-        seg = np.concatenate([np.full(b - a, k) for k, (a, b) in enumerate(blocks)])
-        sq = jnp.zeros(len(blocks), q.dtype).at[seg].add(jnp.take(q, idx) ** 2)
-        off = jnp.any(jnp.abs(jnp.sqrt(sq) - 1.0) > UNIT_NORM_TOLERANCE)
-        q = eqx.error_if(
-            q,
-            off,
-            "q holds a quaternion (or a (cos, sin) pair) whose norm is not 1. Normalise it, "
-            "e.g. with mbjax.normalize(model, q), or build q with mbjax.integrate.",
-        )
-    return q
+def check_state(model, *configurations, **vectors):
+    """Check and return ``(*configurations, *vectors.values())``.
+
+    ``configurations`` are q's (nq,); each keyword is a vector (nv,) named in the messages.
+    """
+    qs = [_as_array(model, q, "q", model.nq) for q in configurations]
+    vs = [_as_array(model, x, name, model.nv) for name, x in vectors.items()]
+    preds, msgs = [], []
+    idx, seg = _unit_blocks(model)
+    for q in qs:
+        preds.append(~jnp.all(jnp.isfinite(q)))
+        msgs.append("q contains NaN or infinite values")
+        if len(idx):
+            sq = jnp.zeros(int(seg.max()) + 1, q.dtype).at[seg].add(jnp.take(q, idx) ** 2)
+            preds.append(jnp.any(jnp.abs(jnp.sqrt(sq) - 1.0) > UNIT_NORM_TOLERANCE))
+            msgs.append(_NOT_UNIT)
+    for name, v in zip(vectors, vs):
+        preds.append(~jnp.all(jnp.isfinite(v)))
+        msgs.append(f"{name} contains NaN or infinite values")
+    out = tuple(qs + vs)
+    if not preds:
+        return out
+    pred = jnp.stack(preds)
+    out = eqx.branched_error_if(out, jnp.any(pred), jnp.argmax(pred), msgs)
+    return out if len(out) > 1 else out[0]

@@ -13,7 +13,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
-from .checks import check_configuration, check_vector
+from .checks import check_state
 from .kinematics import _rows
 from .model.model import Model
 
@@ -51,7 +51,7 @@ def random_configuration(model: Model, key):
 @eqx.filter_jit
 def integrate(model: Model, q, v):
     """``q (+) v``: the configuration reached from q by following the velocity v for unit time."""
-    q, v = check_configuration(model, q), check_vector(model, v, "v")
+    q, v = check_state(model, q, v=v)
     groups = model.topology.groups
     parts = [joint.integrate(_rows(q, qi), _rows(v, vi)) for joint, _, qi, vi in groups]
     return _scatter(model.nq, [g[2] for g in groups], parts, q.dtype)
@@ -60,7 +60,7 @@ def integrate(model: Model, q, v):
 @eqx.filter_jit
 def difference(model: Model, q0, q1):
     """The velocity v (nv,) with ``integrate(q0, v) == q1``."""
-    q0, q1 = check_configuration(model, q0), check_configuration(model, q1)
+    q0, q1 = check_state(model, q0, q1)
     groups = model.topology.groups
     parts = [joint.difference(_rows(q0, qi), _rows(q1, qi)) for joint, _, qi, _ in groups]
     return _scatter(model.nv, [g[3] for g in groups], parts, q0.dtype)

@@ -26,7 +26,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import spatial
-from .checks import check_configuration, check_vector
+from .checks import check_state
 from .model.model import Model
 from .model.topology import _index
 from .model.tree import compose_paths, take
@@ -99,7 +99,7 @@ def forward_kinematics(model: Model, q):
 
     **Returns:** ``(R, p)``: rotations (nb, 3, 3) and origins (nb, 3), world frame.
     """
-    q = check_configuration(model, q)
+    q = check_state(model, q)
     tk = tree_kinematics(model, q)
     return tk.R, tk.p
 
@@ -116,7 +116,7 @@ def frame_placements_from(model: Model, tk: TreeKinematics):
 @eqx.filter_jit
 def frame_placements(model: Model, q):
     """World pose of every frame: ``(R, p)`` of shapes (nf, 3, 3) and (nf, 3)."""
-    q = check_configuration(model, q)
+    q = check_state(model, q)
     return frame_placements_from(model, tree_kinematics(model, q))
 
 
@@ -147,7 +147,7 @@ def body_velocities_from(model: Model, tk: TreeKinematics, qd):
 @eqx.filter_jit
 def body_velocities(model: Model, q, qd, reference: str = "local"):
     """Spatial velocity of every body (nb, 6), ``(linear, angular)``, in ``reference``."""
-    q, qd = check_configuration(model, q), check_vector(model, qd, "qd")
+    q, qd = check_state(model, q, qd=qd)
     tk = tree_kinematics(model, q)
     return _express(tk.R, tk.p, body_velocities_from(model, tk, qd), reference)
 
@@ -186,7 +186,7 @@ def frame_jacobian(model: Model, q, frame, reference: str = "local_world_aligned
 
 @eqx.filter_jit
 def _frame_jacobian(model, q, f, reference):
-    q = check_configuration(model, q)
+    q = check_state(model, q)
     return frame_jacobian_from(model, tree_kinematics(model, q), f, reference)
 
 
@@ -203,7 +203,7 @@ def frame_jacobian_time_variation(model: Model, q, qd, frame, reference: str = "
 def _frame_jacobian_time_variation(model, q, qd, f, reference):
     from .configuration import integrate
 
-    q, qd = check_configuration(model, q), check_vector(model, qd, "qd")
+    q, qd = check_state(model, q, qd=qd)
 
     def jac(t):
         return frame_jacobian_from(model, tree_kinematics(model, integrate(model, q, t * qd)), f, reference)
@@ -224,7 +224,7 @@ def center_of_mass_from(model: Model, tk: TreeKinematics):
 @eqx.filter_jit
 def center_of_mass(model: Model, q):
     """Position (3,) of the centre of mass of the whole system, world frame."""
-    q = check_configuration(model, q)
+    q = check_state(model, q)
     return center_of_mass_from(model, tree_kinematics(model, q))
 
 
@@ -237,6 +237,6 @@ def center_of_mass_jacobian(model: Model, q):
     """
     from .dynamics.crba import momentum_matrix_from
 
-    q = check_configuration(model, q)
+    q = check_state(model, q)
     tk = tree_kinematics(model, q)
     return momentum_matrix_from(model, tk)[:3] / jnp.sum(model.mass)

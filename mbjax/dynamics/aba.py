@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import spatial
-from ..checks import check_configuration, check_vector
+from ..checks import check_state
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
@@ -147,6 +147,5 @@ def aba(model: Model, q, qd, tau, f_ext=None):
     Derivatives (``jax.grad``, ``jax.jacfwd``, with respect to the state, the torques, the
     wrenches and every model parameter) are analytic: see :func:`_aba_jvp`.
     """
-    q = check_configuration(model, q)
-    qd, tau = check_vector(model, qd, "qd"), check_vector(model, tau, "tau")
+    q, qd, tau = check_state(model, q, qd=qd, tau=tau)
     return aba_from(model, q, qd, tau, external_forces_or_zero(model, f_ext, tau.dtype))

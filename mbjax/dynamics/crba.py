@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .. import spatial
-from ..checks import check_configuration
+from ..checks import check_state
 from ..kinematics import TreeKinematics, tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
@@ -51,5 +51,5 @@ def crba(model: Model, q):
 
     Includes the joint armature on its diagonal.
     """
-    q = check_configuration(model, q)
+    q = check_state(model, q)
     return mass_matrix_from(model, tree_kinematics(model, q))

@@ -6,7 +6,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .. import spatial
-from ..checks import check_configuration, check_vector
+from ..checks import check_state
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
@@ -38,6 +38,5 @@ def rnea(model: Model, q, qd, qdd, f_ext=None):
     **Arguments:** ``q`` (nq,), ``qd`` (nv,), ``qdd`` (nv,); ``f_ext`` (nbodies, 6): optional
     external wrench on each body, ``(force, moment about the body origin)`` in body axes.
     """
-    q = check_configuration(model, q)
-    qd, qdd = check_vector(model, qd, "qd"), check_vector(model, qdd, "qdd")
+    q, qd, qdd = check_state(model, q, qd=qd, qdd=qdd)
     return rnea_from(model, tree_kinematics(model, q), q, qd, qdd, f_ext)

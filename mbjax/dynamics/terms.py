@@ -9,7 +9,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .. import spatial
-from ..checks import check_configuration, check_vector
+from ..checks import check_state
 from ..kinematics import body_velocities_from, center_of_mass_from, tree_kinematics
 from ..model.model import Model
 from .aba import aba_from
@@ -21,14 +21,14 @@ from .rnea import rnea_from
 @eqx.filter_jit
 def nonlinear_effects(model: Model, q, qd):
     """Bias torques h(q, qd) (nv,): Coriolis, centrifugal and gravity (rnea with qdd = 0)."""
-    q, qd = check_configuration(model, q), check_vector(model, qd, "qd")
+    q, qd = check_state(model, q, qd=qd)
     return rnea_from(model, tree_kinematics(model, q), q, qd, jnp.zeros_like(qd))
 
 
 @eqx.filter_jit
 def generalized_gravity(model: Model, q):
     """Gravity torques g(q) (nv,) (rnea with qd = qdd = 0)."""
-    q = check_configuration(model, q)
+    q = check_state(model, q)
     z = jnp.zeros(model.nv, q.dtype)
     return rnea_from(model, tree_kinematics(model, q), q, z, z)
 
@@ -40,8 +40,7 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
     ``method="aba"``: articulated-body algorithm, O(n). ``method="crba"``: mass matrix by CRBA,
     bias by RNEA, then a Cholesky solve, O(n^3) but with fewer sequential steps.
     """
-    q = check_configuration(model, q)
-    qd, tau = check_vector(model, qd, "qd"), check_vector(model, tau, "tau")
+    q, qd, tau = check_state(model, q, qd=qd, tau=tau)
     tk = tree_kinematics(model, q)
     if method == "aba":
         return aba_from(model, q, qd, tau, external_forces_or_zero(model, f_ext, tau.dtype))
@@ -55,7 +54,7 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
 @eqx.filter_jit
 def kinetic_energy(model: Model, q, qd):
     """T = 1/2 sum_i v_i . I_i v_i + 1/2 sum_k armature_k qd_k^2 (= 1/2 qd^T M qd)."""
-    q, qd = check_configuration(model, q), check_vector(model, qd, "qd")
+    q, qd = check_state(model, q, qd=qd)
     tk = tree_kinematics(model, q)
     inertia = world_inertias(model, tk)
     v = body_velocities_from(model, tk, qd)
@@ -65,7 +64,7 @@ def kinetic_energy(model: Model, q, qd):
 @eqx.filter_jit
 def potential_energy(model: Model, q):
     """V = -sum_i m_i g . c_i (zero at the world origin)."""
-    q = check_configuration(model, q)
+    q = check_state(model, q)
     return -jnp.sum(model.mass) * jnp.dot(model.gravity, center_of_mass_from(model, tree_kinematics(model, q)))
 
 
@@ -76,7 +75,7 @@ def momentum(model: Model, q, qd, about: str = "world"):
     ``about="world"``: angular momentum about the world origin; ``about="com"``: about the
     centre of mass (the centroidal momentum h_G).
     """
-    q, qd = check_configuration(model, q), check_vector(model, qd, "qd")
+    q, qd = check_state(model, q, qd=qd)
     tk = tree_kinematics(model, q)
     h = momentum_matrix_from(model, tk) @ qd
     return _about(model, tk, h, about)
@@ -85,7 +84,7 @@ def momentum(model: Model, q, qd, about: str = "world"):
 @eqx.filter_jit
 def centroidal_momentum_matrix(model: Model, q):
     """A_G (6, nv) with h_G = A_G qd: momentum about the CoM in world axes (Orin et al. 2013)."""
-    q = check_configuration(model, q)
+    q = check_state(model, q)
     tk = tree_kinematics(model, q)
     return _about(model, tk, momentum_matrix_from(model, tk), "com")
 
