@@ -1,0 +1,281 @@
+"""The user-facing entry points run: examples/*.py, the notebook, README's code, the CLI and the
+bundled models.
+
+The scripts run as subprocesses, all started together when the first of them is needed. Their
+time is almost all XLA compilation, so they run with XLA's backend optimisation level 0 (about
+40 % less compile time on CPU; these are smoke tests, not benchmarks), one core each, and the
+module costs about the longest of them rather than their sum.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import mbjax
+from mbjax import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+TIMEOUT_S = 900  # per script; generous for a loaded CI machine
+
+
+def _has_example_robot_data() -> bool:
+    try:
+        mbjax.robots.example_robot_data_dir()
+    except (ModuleNotFoundError, FileNotFoundError):
+        return False
+    return True
+
+
+HAS_ERD = _has_example_robot_data()
+HAS_PIN = importlib.util.find_spec("pinocchio") is not None
+HAS_MPL = importlib.util.find_spec("matplotlib") is not None
+
+# Executes the code cells of a notebook in one namespace (no Jupyter needed), after checking
+# that the file is clean nbformat 4 (no stored outputs).
+NOTEBOOK_RUNNER = r"""
+import json, sys
+nb = json.load(open(sys.argv[1], encoding="utf-8"))
+assert nb["nbformat"] == 4, nb["nbformat"]
+ns = {"__name__": "__main__"}
+for i, cell in enumerate(nb["cells"]):
+    assert cell["cell_type"] in ("markdown", "code", "raw"), cell["cell_type"]
+    if cell["cell_type"] != "code":
+        continue
+    assert cell["outputs"] == [] and cell["execution_count"] is None, f"cell {i} has stored outputs"
+    src = "".join(cell["source"])
+    assert not any(line.lstrip().startswith(("%", "!")) for line in src.splitlines()), "magics"
+    exec(compile(src, f"<cell {i}>", "exec"), ns)
+print("NOTEBOOK OK")
+"""
+
+README_RUNNER = r"""
+import re, sys
+text = open(sys.argv[1], encoding="utf-8").read()
+blocks = re.findall(r"```python\n(.*?)```", text, re.S)
+assert blocks, "no python code block in README.md"
+for i, block in enumerate(blocks):
+    exec(compile(block, f"<README block {i}>", "exec"), {"__name__": "__main__"})
+print(f"README OK ({len(blocks)} blocks)")
+"""
+
+SCRIPTS = {
+    "quickstart": ([str(ROOT / "examples" / "quickstart.py")], HAS_ERD, "needs example-robot-data"),
+    "pendulum_energy": ([str(ROOT / "examples" / "pendulum_energy.py")], True, ""),
+    "compare_pinocchio": ([str(ROOT / "examples" / "compare_pinocchio.py"), "talos_reduced", "3"],
+                          HAS_ERD and HAS_PIN, "needs pinocchio and example-robot-data"),
+    "notebook": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "quickstart.ipynb")], HAS_ERD,
+                 "needs example-robot-data"),
+    "readme": (["-c", README_RUNNER, str(ROOT / "README.md")], True, ""),
+}
+
+
+class _Launched:
+    def __init__(self, workdir: Path):
+        self.workdir = workdir
+        self.procs = {}
+        env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
+        env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+        for name, (args, available, _) in SCRIPTS.items():
+            if not available:
+                continue
+            out = open(workdir / f"{name}.log", "w+", encoding="utf-8")
+            proc = subprocess.Popen([sys.executable, *args], cwd=workdir, env=env, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            self.procs[name] = (proc, out, time.monotonic())
+
+    def result(self, name):
+        proc, out, t0 = self.procs[name]
+        try:
+            rc = proc.wait(timeout=max(1.0, TIMEOUT_S - (time.monotonic() - t0)))
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            rc = "timeout"
+        out.seek(0)
+        return rc, out.read()
+
+    def close(self):
+        for proc, out, _ in self.procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait()
+            out.close()
+
+
+@pytest.fixture(scope="module")
+def launched(tmp_path_factory):
+    runs = _Launched(tmp_path_factory.mktemp("examples"))
+    yield runs
+    runs.close()
+
+
+def _run(launched, name):
+    args, available, why = SCRIPTS[name]
+    if not available:
+        pytest.skip(why)
+    rc, log = launched.result(name)
+    assert rc == 0, f"{name} exited with {rc}:\n{log[-6000:]}"
+    return log
+
+
+# ---------------------------------------------------------------------------- scripts
+def test_quickstart_example(launched):
+    log = _run(launched, "quickstart")
+    assert "batched aba: 1024 states" in log
+    err = float(re.search(r"max \|aba\(rnea\(qdd\)\) - qdd\| = (\S+)", log).group(1))
+    assert err < 1e-9
+
+
+def test_pendulum_energy_example(launched):
+    log = _run(launched, "pendulum_energy")
+    drifts = [float(x) for x in re.findall(r"max \|E\(t\) - E\(0\)\| = (\S+) J", log)]
+    assert len(drifts) == 2 and drifts[1] < drifts[0]  # first order: smaller dt, smaller drift
+    if HAS_MPL:
+        assert (launched.workdir / "pendulum_energy.png").stat().st_size > 0
+    else:
+        assert "pip install matplotlib" in log
+
+
+def test_compare_pinocchio_example(launched):
+    log = _run(launched, "compare_pinocchio")
+    assert "agreement: OK" in log
+
+
+def test_quickstart_notebook(launched):
+    assert "NOTEBOOK OK" in _run(launched, "notebook")
+
+
+def test_readme_code(launched):
+    assert "README OK" in _run(launched, "readme")
+
+
+def test_notebook_mirrors_example():
+    """The notebook runs the same calls as examples/quickstart.py."""
+    nb = json.loads((ROOT / "notebooks" / "quickstart.ipynb").read_text(encoding="utf-8"))
+    code = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "code")
+    script = (ROOT / "examples" / "quickstart.py").read_text(encoding="utf-8")
+    for call in ("load_example_robot", "rnea", "crba", "aba", "frame_jacobian", "jax.vmap", "jax.grad"):
+        assert call in code and call in script, call
+
+
+def test_readme_set_up_commands():
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
+    for command in ("pip install -e . && mbjax demo", 'pip install -e ".[test]" && python -m pytest -q'):
+        assert command in readme and command in ci, command
+
+
+# ---------------------------------------------------------------------------- bundled models
+@pytest.mark.parametrize("name, nq, nv, mass", [("double_pendulum", 2, 2, 1.8), ("quadruped", 15, 14, 11.8)])
+def test_bundled_models(name, nq, nv, mass):
+    model = mbjax.load_bundled(name)
+    assert (model.nq, model.nv) == (nq, nv)
+    assert float(model.mass.sum()) == pytest.approx(mass)
+    assert mbjax.bundled_model_path(name).is_file()
+    same = mbjax.load_urdf(mbjax.bundled_model_path(name), floating_base=mbjax.robots.BUNDLED_MODELS[name])
+    assert same.joint_names == model.joint_names
+
+
+@pytest.mark.skipif(not HAS_PIN, reason="needs pinocchio")
+@pytest.mark.parametrize("name", ["double_pendulum", "quadruped"])
+def test_bundled_models_match_pinocchio(name):
+    import jax
+    import pinocchio as pin
+
+    floating = mbjax.robots.BUNDLED_MODELS[name]
+    path = str(mbjax.bundled_model_path(name))
+    pm = pin.buildModelFromUrdf(path, pin.JointModelFreeFlyer()) if floating else pin.buildModelFromUrdf(path)
+    pd = pm.createData()
+    model = mbjax.load_bundled(name, joint_order="pinocchio")
+    q = np.asarray(mbjax.random_configuration(model, jax.random.PRNGKey(3)))
+    qp = q.copy()
+    if floating:
+        qp[3:7] = q[[4, 5, 6, 3]]
+    M = pin.crba(pm, pd, qp)
+    M = np.triu(M) + np.triu(M, 1).T
+    np.testing.assert_allclose(np.asarray(mbjax.crba(model, q)), M, rtol=1e-12, atol=1e-12)
+    assert pin.computeTotalMass(pm) == pytest.approx(float(model.mass.sum()), rel=1e-12)
+
+
+def test_unknown_bundled_model():
+    with pytest.raises(KeyError, match="quadruped"):
+        mbjax.load_bundled("nope")
+
+
+# ---------------------------------------------------------------------------- command line
+def test_cli_demo(capsys):
+    assert cli.main(["demo", "--duration", "0.2", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "nq = 2, nv = 2" in out and "200 steps" in out
+    initial = float(re.search(r"initial (\S+) J", out).group(1))
+    final = float(re.search(r"final +(\S+) J", out).group(1))
+    assert abs(final - initial) < 1e-2 * abs(initial)
+    assert "final CoM" in out and "compile" in out
+
+
+def test_cli_simulation_conserves_energy():
+    """Passive motion of the floating quadruped (free joint integrated on SE(3))."""
+    model = mbjax.load_bundled("quadruped")
+    q0, qd0 = cli.initial_state(model, seed=1)
+    run = cli.simulate(model, q0, qd0, 0.2, 1e-3, progress=False)
+    E = run["kinetic"] + run["potential"]
+    assert run["t"][-1] == pytest.approx(0.2) and run["q"].shape == (201, model.nq)
+    assert np.abs(E - E[0]).max() < 1e-2 * run["kinetic"].max()
+    quat = run["q"][:, 3:7]
+    np.testing.assert_allclose(np.linalg.norm(quat, axis=1), 1.0, atol=1e-12)
+    # free fall: the centre of mass follows c0 + v0 t + g t^2 / 2
+    com0, t = run["com"][0], run["t"][-1]
+    vcom0 = np.asarray(mbjax.center_of_mass_jacobian(model, q0)) @ qd0
+    expected = com0 + vcom0 * t + 0.5 * np.asarray(model.gravity) * t**2
+    np.testing.assert_allclose(run["com"][-1], expected, atol=2e-3)
+
+
+def test_cli_info(capsys):
+    assert cli.main(["info", str(mbjax.bundled_model_path("quadruped")), "--floating-base"]) == 0
+    out = capsys.readouterr().out
+    assert "nq = 15, nv = 14" in out
+    for token in ("root_joint", "free", "FL_HFE", "revolute", "7:8", "[-1.8, 1.8]", "FR_FOOT"):
+        assert token in out, token
+
+
+def test_cli_errors(capsys, tmp_path):
+    assert cli.main(["info", "no_such_model"]) == 1
+    assert "unknown model" in capsys.readouterr().err
+    mimic = tmp_path / "mimic.urdf"
+    mimic.write_text(
+        '<robot name="m"><link name="a"/><link name="b"><inertial><mass value="1"/>'
+        '<inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/></inertial></link>'
+        '<link name="c"><inertial><mass value="1"/><inertia ixx="1" ixy="0" ixz="0" iyy="1" iyz="0" izz="1"/>'
+        '</inertial></link>'
+        '<joint name="j1" type="continuous"><parent link="a"/><child link="b"/></joint>'
+        '<joint name="j2" type="continuous"><parent link="b"/><child link="c"/><mimic joint="j1"/></joint></robot>'
+    )
+    assert cli.main(["info", str(mimic)]) == 1
+    assert "--mimic independent" in capsys.readouterr().err
+    assert cli.main(["info", str(mimic), "--mimic", "independent"]) == 0
+    assert cli.main(["demo", "--dt", "-1"]) == 2
+
+
+def test_cli_plot(capsys, tmp_path):
+    out = tmp_path / "run.png"
+    rc = cli.main(["demo", "--duration", "0.05", "--quiet", "--plot", str(out)])
+    if HAS_MPL:
+        assert rc == 0 and out.stat().st_size > 0
+    else:
+        assert rc == 1 and not out.exists()
+        assert "pip install matplotlib" in capsys.readouterr().err
+
+
+def test_python_dash_m_mbjax():
+    proc = subprocess.run([sys.executable, "-m", "mbjax", "--help"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and "demo" in proc.stdout and "info" in proc.stdout
