@@ -33,14 +33,6 @@ assert (model.nq, model.nv) == (pmodel.nq, pmodel.nv)
 assert list(model.joint_names) == [pmodel.names[i] for i in range(1, pmodel.njoints)], "joint order differs"
 
 
-def to_pinocchio(q):
-    """mbjax q -> Pinocchio q: the free joint's quaternion (w, x, y, z) -> (x, y, z, w)."""
-    q = np.array(q, dtype=float)
-    if floating:
-        q[3:7] = q[[4, 5, 6, 3]]
-    return q
-
-
 crba = jax.jit(mbjax.crba)
 rnea = jax.jit(mbjax.rnea)
 aba = jax.jit(mbjax.aba)
@@ -55,7 +47,7 @@ worst = {"M (crba)": 0.0, "tau (rnea)": 0.0, "qdd (aba)": 0.0}
 for k in range(samples):
     q = mbjax.random_configuration(model, jax.random.PRNGKey(k))
     qd, qdd, tau = (rng.standard_normal(model.nv) for _ in range(3))
-    qp = to_pinocchio(q)
+    qp = mbjax.to_pinocchio_configuration(model, q)
 
     M_pin = pin.crba(pmodel, pdata, qp)
     M_pin = np.triu(M_pin) + np.triu(M_pin, 1).T  # Pinocchio fills the upper triangle

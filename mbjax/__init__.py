@@ -17,6 +17,7 @@ from .dynamics.terms import (
     nonlinear_effects,
     potential_energy,
 )
+from .interop import from_pinocchio_configuration, to_pinocchio_configuration
 from .kinematics import (
     body_velocities,
     center_of_mass,
@@ -40,7 +41,7 @@ __version__ = "0.1.0"
 __all__ = [
     "JOINT_TYPES", "Model", "URDFError", "load_urdf", "ModelBuilder", "Topology", "aba", "body_velocities", "center_of_mass",
     "center_of_mass_jacobian", "centroidal_momentum_matrix", "bundled_model_path", "check_inertia", "crba", "difference", "example_robot_path", "load_bundled", "load_example_robot",
-    "forward_dynamics", "forward_kinematics", "frame_jacobian", "frame_jacobian_time_variation",
+    "forward_dynamics", "from_pinocchio_configuration", "to_pinocchio_configuration", "forward_kinematics", "frame_jacobian", "frame_jacobian_time_variation",
     "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "incidence_matrix",
     "integrate", "kinetic_energy", "momentum", "neutral", "nonlinear_effects", "normalize", "path_matrix",
     "potential_energy", "random_configuration", "regular_labeling", "rnea", "spatial",

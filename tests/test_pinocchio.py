@@ -24,15 +24,9 @@ def rel(x, y):
 
 
 def to_pinocchio_q(model, q):
-    """mbjax stores quaternions (w, x, y, z); Pinocchio (x, y, z, w)."""
-    q = np.array(q, dtype=float)
-    for i, t in enumerate(model.joint_types):
-        s = model.q_slice(i).start
-        if t == "free":
-            q[s + 3 : s + 7] = np.roll(q[s + 3 : s + 7], -1)
-        elif t == "spherical":
-            q[s : s + 4] = np.roll(q[s : s + 4], -1)
-    return q
+    qp = mbjax.to_pinocchio_configuration(model, q)
+    np.testing.assert_array_equal(mbjax.from_pinocchio_configuration(model, qp), q)
+    return qp
 
 
 @pytest.fixture(scope="module", params=ROBOTS)
