@@ -243,6 +243,9 @@ def world_inertia(mass, com, inertia, R, p):
     ``com`` and ``inertia`` (about the CoM) are given in the body frame.
     """
     c = matvec(R, com) + p
+    # only the symmetric part of the inertia is physical; using it here keeps every
+    # algorithm (and every derivative) blind to an antisymmetric perturbation
+    inertia = 0.5 * (inertia + transpose(inertia))
     Ic = matmul(matmul(R, inertia), transpose(R))
     h = mass[..., None] * c
     # I_O = I_c + m (|c|^2 E - c c^T)     (parallel-axis theorem)
