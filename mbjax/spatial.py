@@ -124,31 +124,6 @@ def quat_log(q):
     return scale[..., None] * v
 
 
-def rotation_to_quat(R):
-    """Unit quaternion (w, x, y, z) with w >= 0 of a rotation matrix (Shepperd's method)."""
-    tr = R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2]
-    cands = jnp.stack([tr, R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]], -1)
-    k = jnp.argmax(cands, axis=-1)
-    def from_w():
-        w = 0.5 * jnp.sqrt(jnp.maximum(1.0 + tr, 1e-30))
-        return jnp.stack([w, (R[..., 2, 1] - R[..., 1, 2]) / (4 * w),
-                          (R[..., 0, 2] - R[..., 2, 0]) / (4 * w), (R[..., 1, 0] - R[..., 0, 1]) / (4 * w)], -1)
-    def from_x():
-        x = 0.5 * jnp.sqrt(jnp.maximum(1.0 + R[..., 0, 0] - R[..., 1, 1] - R[..., 2, 2], 1e-30))
-        return jnp.stack([(R[..., 2, 1] - R[..., 1, 2]) / (4 * x), x,
-                          (R[..., 0, 1] + R[..., 1, 0]) / (4 * x), (R[..., 0, 2] + R[..., 2, 0]) / (4 * x)], -1)
-    def from_y():
-        y = 0.5 * jnp.sqrt(jnp.maximum(1.0 - R[..., 0, 0] + R[..., 1, 1] - R[..., 2, 2], 1e-30))
-        return jnp.stack([(R[..., 0, 2] - R[..., 2, 0]) / (4 * y), (R[..., 0, 1] + R[..., 1, 0]) / (4 * y),
-                          y, (R[..., 1, 2] + R[..., 2, 1]) / (4 * y)], -1)
-    def from_z():
-        z = 0.5 * jnp.sqrt(jnp.maximum(1.0 - R[..., 0, 0] - R[..., 1, 1] + R[..., 2, 2], 1e-30))
-        return jnp.stack([(R[..., 1, 0] - R[..., 0, 1]) / (4 * z), (R[..., 0, 2] + R[..., 2, 0]) / (4 * z),
-                          (R[..., 1, 2] + R[..., 2, 1]) / (4 * z), z], -1)
-    q = jnp.select([(k == i)[..., None] for i in range(4)], [from_w(), from_x(), from_y(), from_z()])
-    return jnp.where(q[..., :1] < 0, -q, q)
-
-
 # ------------------------------------------------------------------------------- SE(3)
 def _se3_left_jacobian_coeffs(w):
     """Coefficients of V(w) = E + b [w] + c [w]^2 with b = (1 - cos t)/t^2, c = (t - sin t)/t^3."""

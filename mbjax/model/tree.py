@@ -12,7 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import spatial
-from .topology import Level, Topology
+from .topology import Topology
 
 
 def take(x, index):
@@ -24,28 +24,6 @@ def take(x, index):
     if isinstance(index, slice):
         return x[index]
     return jnp.take(x, index, axis=0, mode="clip")
-
-
-def gather_level(level: Level, tree):
-    """The rows of every leaf of ``tree`` that belong to the bodies of ``level``."""
-    return jax.tree_util.tree_map(lambda x: x[level.body_index], tree)
-
-
-def parent_rows(level: Level, previous):
-    """For each body of ``level``, the rows of its parent in ``previous`` (the level above)."""
-    if level.is_chain and _rows(previous) == len(level.bodies):
-        return previous
-    return jax.tree_util.tree_map(lambda x: x[level.parent_index], previous)
-
-
-def add_to_parents(level: Level, n_parents: int, contribution):
-    """Sum the rows of ``contribution`` (one per body of ``level``) into their parents' rows."""
-    if level.is_chain and n_parents == len(level.bodies):
-        return contribution
-    return jax.tree_util.tree_map(
-        lambda x: jax.ops.segment_sum(x, jnp.asarray(level.parent_pos), n_parents, indices_are_sorted=True),
-        contribution,
-    )
 
 
 def compose_paths(topology: Topology, R, p):
@@ -61,7 +39,3 @@ def compose_paths(topology: Topology, R, p):
     for anc in topology.doubling:
         R, p = spatial.compose(take(R, anc), take(p, anc), R, p)
     return R[:nb], p[:nb]
-
-
-def _rows(tree):
-    return jax.tree_util.tree_leaves(tree)[0].shape[0]
