@@ -1,0 +1,1 @@
+"""Kinematic constraints: loop closures, their stabilisation and the solvers that enforce them."""
