@@ -32,6 +32,9 @@ class _Body:
     velocity_limit: np.ndarray
     effort_limit: np.ndarray
     armature: np.ndarray
+    damping: np.ndarray
+    stiffness: np.ndarray
+    spring_reference: np.ndarray
 
 
 class ModelBuilder:
@@ -81,6 +84,9 @@ class ModelBuilder:
         velocity_limit=None,
         effort_limit=None,
         armature=0.0,
+        damping=0.0,
+        stiffness=0.0,
+        spring_reference=None,
     ) -> "ModelBuilder":
         """Add body ``name`` joined to ``parent`` (a body name, or ``None`` for the world).
 
@@ -97,6 +103,9 @@ class ModelBuilder:
         - ``lower``, ``upper``: position limits, a scalar or one per configuration coordinate;
           ``velocity_limit``, ``effort_limit``, ``armature``: a scalar or one per velocity
           coordinate.
+        - ``damping``, ``stiffness``: viscous damping and spring stiffness, a scalar or one per
+          velocity coordinate; ``spring_reference`` (nq,): the spring's rest configuration
+          (default: the joint's neutral configuration). See :func:`mbjax.passive_forces`.
         """
         if name in self._bodies:
             raise ValueError(f"a body named {name!r} already exists")
@@ -134,9 +143,17 @@ class ModelBuilder:
             velocity_limit=_per_coord(velocity_limit, nv, np.inf, "velocity_limit", name),
             effort_limit=_per_coord(effort_limit, nv, np.inf, "effort_limit", name),
             armature=_per_coord(armature, nv, 0.0, "armature", name),
+            damping=_per_coord(damping, nv, 0.0, "damping", name),
+            stiffness=_per_coord(stiffness, nv, 0.0, "stiffness", name),
+            spring_reference=(JOINT_TYPES[joint].neutral() if joint != "fixed" else np.zeros(0))
+            if spring_reference is None else _vector(spring_reference, nq, f"spring_reference of joint of {name!r}"),
         )
         if np.any(self._bodies[name].lower > self._bodies[name].upper):
             raise ValueError(f"joint of body {name!r} has lower limit above upper limit")
+        for what in ("damping", "stiffness"):
+            v = getattr(self._bodies[name], what)
+            if not np.all(np.isfinite(v) & (v >= 0)):
+                raise ValueError(f"{what} of joint of body {name!r} must be finite and >= 0")
         return self
 
     def add_frame(self, name: str, body: str | None, rotation=None, translation=(0.0, 0.0, 0.0)) -> "ModelBuilder":
@@ -236,6 +253,9 @@ class ModelBuilder:
             com=arr([c for *_, c, _ in bodies], 3),
             inertia=arr([I for *_, I in bodies], 3, 3),
             armature=cat([b.armature for b, *_ in bodies]),
+            damping=cat([b.damping for b, *_ in bodies]),
+            stiffness=cat([b.stiffness for b, *_ in bodies]),
+            spring_reference=cat([b.spring_reference for b, *_ in bodies]),
             lower=cat([b.lower for b, *_ in bodies]),
             upper=cat([b.upper for b, *_ in bodies]),
             velocity_limit=cat([b.velocity_limit for b, *_ in bodies]),

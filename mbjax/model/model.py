@@ -32,6 +32,8 @@ class Model(eqx.Module):
     - ``mass`` (nb,), ``com`` (nb, 3), ``inertia`` (nb, 3, 3): mass, centre of mass and
       rotational inertia about the centre of mass, in the body frame.
     - ``armature`` (nv,): rotor inertia added to the diagonal of the mass matrix.
+    - ``damping``, ``stiffness`` (nv,), ``spring_reference`` (nq,): joint viscous damping and
+      spring, applied by :func:`mbjax.passive_forces` (zero and neutral by default).
     - ``lower``, ``upper`` (nq,): position limits (``+-inf`` when unlimited);
       ``velocity_limit``, ``effort_limit`` (nv,).
     - ``frame_rotation`` (nf, 3, 3), ``frame_translation`` (nf, 3): frame poses in their body.
@@ -46,6 +48,9 @@ class Model(eqx.Module):
     com: jax.Array
     inertia: jax.Array
     armature: jax.Array
+    damping: jax.Array
+    stiffness: jax.Array
+    spring_reference: jax.Array
     lower: jax.Array
     upper: jax.Array
     velocity_limit: jax.Array

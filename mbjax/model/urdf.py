@@ -17,7 +17,9 @@ Conventions match Pinocchio's ``buildModelFromUrdf``:
 - ``continuous`` joints use
   (cos, sin) (nq = 2), ``floating`` joints and the optional floating base use
   (position, quaternion) with the quaternion as **(w, x, y, z)** (Pinocchio stores x, y, z, w);
-- the floating base's joint is named ``root_joint``.
+- the floating base's joint is named ``root_joint``;
+- ``<dynamics damping=...>`` of revolute, continuous and prismatic joints becomes the
+  model's joint ``damping`` (see :func:`mbjax.passive_forces`); ``friction`` is not modelled.
 """
 
 from __future__ import annotations
@@ -221,18 +223,24 @@ def _add_joint(builder, joint, links, mimic):
     kind = _TYPES[jtype]
     if kind == "planar" and not np.allclose(axis / np.linalg.norm(axis), [0, 0, 1]):
         raise URDFError(f"planar joint {jname!r}: only the x-y plane (axis 0 0 1) is supported; rotate its origin instead")
-    limits = {}
+    options = {}
     lim = joint.find("limit")
     if lim is not None and kind in ("revolute", "prismatic"):
         if kind == "revolute" or lim.get("lower") is not None:
-            limits["lower"] = float(lim.get("lower", 0.0))
-            limits["upper"] = float(lim.get("upper", 0.0))
+            options["lower"] = float(lim.get("lower", 0.0))
+            options["upper"] = float(lim.get("upper", 0.0))
     if lim is not None and kind in ("revolute", "prismatic", "continuous"):
         if lim.get("velocity") is not None:
-            limits["velocity_limit"] = float(lim.get("velocity"))
+            options["velocity_limit"] = float(lim.get("velocity"))
         if lim.get("effort") is not None:
-            limits["effort_limit"] = float(lim.get("effort"))
+            options["effort_limit"] = float(lim.get("effort"))
+    dyn = joint.find("dynamics")
+    if dyn is not None and dyn.get("damping") is not None and kind in ("revolute", "prismatic", "continuous"):
+        try:
+            options["damping"] = float(dyn.get("damping"))
+        except ValueError:
+            raise URDFError(f"joint {jname!r}: <dynamics damping=...> must be a number") from None
     m, c, I = _inertial(links[child])
     parent = joint.find("parent").get("link")
     builder.add_body(child, parent=parent, joint=kind, joint_name=jname, axis=axis, rotation=R,
-                     translation=p, mass=m, com=c, inertia=I, **limits)
+                     translation=p, mass=m, com=c, inertia=I, **options)

@@ -1,0 +1,264 @@
+"""MJCF loading through MuJoCo's own compiler.
+
+MuJoCo's compiler (the optional ``mujoco`` package) reads the file -- defaults, includes,
+``<compiler>`` settings, inertias computed from geoms -- and this module converts the compiled
+``mjModel`` into a :class:`Model` with :class:`ModelBuilder`.
+
+Conventions (see also :mod:`mbjax.interop`):
+
+- ``q`` is MuJoCo's ``qpos`` unchanged: quaternions are (w, x, y, z) in both, free joints are
+  (position, quaternion) in the world frame, and a hinge's or slide's ``ref`` is built into
+  its placement, so the angle is MuJoCo's.
+- Velocities, accelerations and forces agree for hinge, slide and ball joints (ball: angular
+  velocity in the child frame). Free joints differ: MuJoCo's velocity is (world-frame linear
+  velocity of the body origin, body-frame angular velocity), mbjax's is the body-frame spatial
+  velocity (linear, angular), as in Pinocchio. Convert with
+  :func:`mbjax.from_mujoco_velocity` / :func:`mbjax.to_mujoco_velocity` and the acceleration
+  and force versions.
+- One mbjax body per MuJoCo joint. A body with several joints becomes a chain of massless
+  bodies, one per joint, the last carrying the inertia; each joint body's frame sits at its
+  joint's anchor, oriented like the MuJoCo body. A MuJoCo body keeps its name as an mbjax
+  body when it has one joint anchored at its origin (the common case); otherwise the joint
+  bodies are named ``"body:joint"``. Every MuJoCo body and every named site is a frame at
+  MuJoCo's ``xpos``/``xmat`` (``site_xpos``/``site_xmat``); bodies without joints are
+  merged into their parent.
+- Joint ranges become ``lower``/``upper`` (hinge and slide); armature, damping, stiffness and
+  ``springref`` become the model's leaves (:func:`mbjax.passive_forces`). MuJoCo's own option
+  flags that disable gravity, springs or dampers are honoured.
+- Not modelled: contacts, and the enforcement of joint limits (both are MuJoCo constraints);
+  actuators (mbjax's input is the generalized force; apply ``gear * ctrl`` yourself).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from .builder import ModelBuilder
+from .joints import JOINT_TYPES
+from .model import Model
+
+#: features that ``load_mjcf`` refuses unless named in ``ignore``
+IGNORABLE = {
+    "equality": "equality constraints (<equality>)",
+    "tendon": "tendons (<tendon>): their springs, dampers, limits and actuation",
+    "actuator_dynamics": "actuators with activation dynamics or muscles",
+    "frictionloss": "joint dry friction (frictionloss)",
+    "gravcomp": "gravity compensation (gravcomp)",
+    "fluid": "fluid forces (<option density/viscosity>)",
+    "free_joint_spring": "springs on free joints",
+    "nonlinear_passive": "polynomial joint springs or dampers (stiffnesspoly, dampingpoly)",
+}
+
+_INSTALL = 'install it with `pip install mujoco` (or mbjax\'s extra: `pip install "mbjax[mjcf]"`)'
+
+
+class MJCFError(ValueError):
+    """The MJCF uses something mbjax does not model."""
+
+
+def _mujoco():
+    try:
+        import mujoco
+    except ImportError:
+        raise ModuleNotFoundError(f"load_mjcf needs MuJoCo's compiler, the `mujoco` package; {_INSTALL}") from None
+    return mujoco
+
+
+def compile_mjcf(source):
+    """The compiled ``mujoco.MjModel`` of a path (``.xml`` or ``.mjb``), MJCF text, or an
+    ``MjModel`` (returned as is)."""
+    mujoco = _mujoco()
+    if isinstance(source, mujoco.MjModel):
+        return source
+    text = str(source)
+    if text.lstrip().startswith("<"):
+        return mujoco.MjModel.from_xml_string(text)
+    if not os.path.isfile(text):
+        raise FileNotFoundError(f"no MJCF file at {text!r} (and the argument is not MJCF text)")
+    if text.endswith(".mjb"):
+        return mujoco.MjModel.from_binary_path(text)
+    return mujoco.MjModel.from_xml_path(text)
+
+
+def load_mjcf(source, ignore=(), inertia_check: str = "raise", dtype=None) -> Model:
+    """Build a :class:`Model` from an MJCF model, compiled by MuJoCo.
+
+    **Arguments:**
+
+    - ``source``: path to an ``.xml`` (or ``.mjb``) file, MJCF text, or a ``mujoco.MjModel``.
+    - ``ignore``: names of features to drop instead of refusing the model: any of
+      ``"equality"``, ``"tendon"``, ``"actuator_dynamics"``, ``"frictionloss"``,
+      ``"gravcomp"``, ``"fluid"``, ``"free_joint_spring"``, ``"nonlinear_passive"``.
+      Contacts are never modelled and need no entry.
+    - ``inertia_check``: ``"raise"`` (default) or ``"warn"`` on inertias no rigid body has.
+    - ``dtype``: floating-point type of the model's arrays.
+
+    **Returns:** the :class:`Model`; its q is MuJoCo's qpos (see this module's conventions
+    for the free-joint velocity).
+    """
+    unknown = set(ignore) - set(IGNORABLE)
+    if isinstance(ignore, str) or unknown:
+        raise ValueError(f"ignore must be a collection of {sorted(IGNORABLE)}; got {ignore!r}")
+    mujoco = _mujoco()
+    m = compile_mjcf(source)
+    _refuse_unsupported(mujoco, m, set(ignore))
+    return _convert(mujoco, m, set(ignore), inertia_check, dtype)
+
+
+# ------------------------------------------------------------------------------ checks
+def _names(mujoco, m, obj, ids):
+    return [mujoco.mj_id2name(m, obj, int(i)) or f"#{int(i)}" for i in ids]
+
+
+def _refuse_unsupported(mujoco, m, ignore):
+    obj = mujoco.mjtObj
+    found = {}
+    if m.neq:
+        found["equality"] = f"{m.neq} equality constraint(s) {_names(mujoco, m, obj.mjOBJ_EQUALITY, range(m.neq))[:5]}"
+    if m.ntendon:
+        found["tendon"] = f"{m.ntendon} tendon(s) {_names(mujoco, m, obj.mjOBJ_TENDON, range(m.ntendon))[:5]}"
+    dyn = [i for i in range(m.nu) if m.actuator_dyntype[i] != mujoco.mjtDyn.mjDYN_NONE
+           or m.actuator_gaintype[i] == mujoco.mjtGain.mjGAIN_MUSCLE]
+    if dyn:
+        found["actuator_dynamics"] = f"actuator(s) {_names(mujoco, m, obj.mjOBJ_ACTUATOR, dyn)[:5]}"
+    fl = np.flatnonzero(m.dof_frictionloss)
+    if fl.size:
+        found["frictionloss"] = f"joint(s) {sorted(set(_names(mujoco, m, obj.mjOBJ_JOINT, m.dof_jntid[fl])))[:5]}"
+    gc = np.flatnonzero(m.body_gravcomp)
+    if gc.size:
+        found["gravcomp"] = f"body(ies) {_names(mujoco, m, obj.mjOBJ_BODY, gc)[:5]}"
+    if m.opt.density > 0 or m.opt.viscosity > 0:
+        found["fluid"] = f"density {m.opt.density:g}, viscosity {m.opt.viscosity:g}"
+    free = mujoco.mjtJoint.mjJNT_FREE
+    fs = [j for j in range(m.njnt) if m.jnt_type[j] == free and m.jnt_stiffness[j] != 0]
+    if fs:
+        found["free_joint_spring"] = f"free joint(s) {_names(mujoco, m, obj.mjOBJ_JOINT, fs)}"
+    poly = [a for a in ("jnt_stiffnesspoly", "dof_dampingpoly") if np.any(getattr(m, a, 0.0))]
+    if poly:
+        found["nonlinear_passive"] = ", ".join(poly)
+    refused = {k: v for k, v in found.items() if k not in ignore}
+    if refused:
+        lines = [f"  - {IGNORABLE[k]}: {v}  [ignore={k!r}]" for k, v in refused.items()]
+        raise MJCFError(
+            "the MJCF model uses features that mbjax does not model:\n" + "\n".join(lines)
+            + f"\nPass ignore={tuple(refused)} to load it without them."
+        )
+    if getattr(m, "nflex", 0):
+        raise MJCFError(f"the MJCF model has {m.nflex} flex (deformable) object(s); mbjax models rigid bodies only")
+
+
+# ------------------------------------------------------------------------------ conversion
+def _quat_to_rotation(q):
+    w, x, y, z = np.asarray(q, dtype=float) / np.linalg.norm(q)
+    return np.array([
+        [1 - 2 * (y * y + z * z), 2 * (x * y - w * z), 2 * (x * z + w * y)],
+        [2 * (x * y + w * z), 1 - 2 * (x * x + z * z), 2 * (y * z - w * x)],
+        [2 * (x * z - w * y), 2 * (y * z + w * x), 1 - 2 * (x * x + y * y)],
+    ])
+
+
+def _axis_rotation(axis, angle):
+    K = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    return np.eye(3) + np.sin(angle) * K + (1 - np.cos(angle)) * K @ K
+
+
+def _convert(mujoco, m, ignore, inertia_check, dtype) -> Model:
+    obj, jt = mujoco.mjtObj, mujoco.mjtJoint
+    kinds = {jt.mjJNT_HINGE: "revolute", jt.mjJNT_SLIDE: "prismatic", jt.mjJNT_BALL: "spherical", jt.mjJNT_FREE: "free"}
+    dsbl = m.opt.disableflags
+    gravity = np.zeros(3) if dsbl & mujoco.mjtDisableBit.mjDSBL_GRAVITY else np.array(m.opt.gravity)
+    springs = not dsbl & mujoco.mjtDisableBit.mjDSBL_SPRING
+    dampers = not dsbl & mujoco.mjtDisableBit.mjDSBL_DAMPER
+    body_names = [mujoco.mj_id2name(m, obj.mjOBJ_BODY, b) or f"body{b}" for b in range(m.nbody)]
+    model_name = bytes(m.names[: m.names.index(b"\0")]).decode() or "mjcf"
+    builder = ModelBuilder(model_name, gravity=gravity, inertia_check=inertia_check)
+
+    # tip[b]: the mbjax body carrying MuJoCo body b (None = world) and the position of b's
+    # origin in that body's frame (frames are parallel; it is minus the last joint's anchor)
+    tip = {0: (None, np.zeros(3))}
+    taken = set(body_names)  # frame names in use
+    for b in range(1, m.nbody):
+        name = body_names[b]
+        parent, offset = tip[int(m.body_parentid[b])]
+        R = _quat_to_rotation(m.body_quat[b])
+        p = offset + m.body_pos[b]
+        joints = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
+        ipos, iquat = _same_frame(mujoco, m.body_sameframe[b], m.body_ipos[b], m.body_iquat[b])
+        inertial = dict(mass=float(m.body_mass[b]), inertia=_rotate(m.body_inertia[b], iquat))
+        if not joints:
+            builder.add_body(name, parent=parent, rotation=R, translation=p, com=ipos, **inertial)
+            tip[b] = (name, np.zeros(3))
+            continue
+        types = [int(m.jnt_type[j]) for j in joints]
+        if jt.mjJNT_FREE in types:
+            if len(joints) > 1 or m.body_parentid[b] != 0 or np.any(m.jnt_pos[joints[0]]):
+                raise MJCFError(f"body {name!r}: a free joint must be the only joint of a child of the world, at the body origin")
+            R, p = np.eye(3), np.zeros(3)  # qpos is the body's world pose
+        for k in range(len(joints) - 1):
+            if types[k] == jt.mjJNT_BALL and any(t in (jt.mjJNT_HINGE, jt.mjJNT_BALL) for t in types[k + 1 :]):
+                raise MJCFError(
+                    f"body {name!r}: a ball joint followed by another rotation in the same body is not "
+                    "supported (MuJoCo's ball velocity would then not be the joint's own); split the body"
+                )
+        # anchors: hinges and balls rotate about jnt_pos; slides and free joints have none
+        anchors = [np.array(m.jnt_pos[j]) if t in (jt.mjJNT_HINGE, jt.mjJNT_BALL) else np.zeros(3)
+                   for j, t in zip(joints, types)]
+        single = len(joints) == 1 and not np.any(anchors[0])
+        previous = None
+        for k, (j, a) in enumerate(zip(joints, anchors)):
+            jname = mujoco.mj_id2name(m, obj.mjOBJ_JOINT, j) or f"{name}_joint{k}"
+            kind = kinds[types[k]]
+            # placement: in the parent for the first joint, else from the previous anchor
+            Rj, pj = (R, p + R @ a) if previous is None else (np.eye(3), a - previous)
+            qa, da = m.jnt_qposadr[j], m.jnt_dofadr[j]
+            nq, nv = JOINT_TYPES[kind].nq, JOINT_TYPES[kind].nv
+            axis = np.array(m.jnt_axis[j])
+            options = {}
+            if kind == "revolute":  # MuJoCo turns by qpos - ref, and Rot(a, q - ref) = Rot(a, -ref) Rot(a, q)
+                Rj = Rj @ _axis_rotation(axis, -m.qpos0[qa])
+            elif kind == "prismatic":
+                pj = pj - Rj @ axis * m.qpos0[qa]
+            if m.jnt_limited[j] and kind in ("revolute", "prismatic"):
+                options.update(lower=m.jnt_range[j][0], upper=m.jnt_range[j][1])
+            if k == len(joints) - 1:  # the last joint body carries the MuJoCo body
+                options.update(com=ipos - a, **inertial)
+            bname = name if single else f"{name}:{jname}"
+            builder.add_body(
+                bname, parent=parent, joint=kind, joint_name=jname, axis=axis, rotation=Rj, translation=pj,
+                armature=m.dof_armature[da : da + nv], damping=m.dof_damping[da : da + nv] if dampers else 0.0,
+                stiffness=m.jnt_stiffness[j] if springs and kind != "free" else 0.0,
+                spring_reference=m.qpos_spring[qa : qa + nq], **options,
+            )
+            parent, previous = bname, a
+            taken.add(bname)
+        tip[b] = (parent, -previous)
+        if not single:
+            builder.add_frame(name, parent, translation=-previous)
+
+    for s in range(m.nsite):
+        sname = mujoco.mj_id2name(m, obj.mjOBJ_SITE, s)
+        if sname:
+            sname = f"site:{sname}" if sname in taken else sname
+            body, offset = tip[int(m.site_bodyid[s])]
+            pos, quat = _same_frame(mujoco, m.site_sameframe[s], m.site_pos[s], m.site_quat[s])
+            builder.add_frame(sname, body, rotation=_quat_to_rotation(quat), translation=offset + pos)
+    return builder.build(dtype=dtype)
+
+
+def _same_frame(mujoco, flag, pos, quat):
+    """MuJoCo's compiler marks frames within rounding of their body's as the same frame, and
+    its kinematics then uses the body's pose: do the same, for results equal to MuJoCo's."""
+    same = mujoco.mjtSameFrame
+    if flag == same.mjSAMEFRAME_BODY:
+        return np.zeros(3), np.array([1.0, 0, 0, 0])
+    if flag == same.mjSAMEFRAME_BODYROT:
+        return np.array(pos), np.array([1.0, 0, 0, 0])
+    return np.array(pos), np.array(quat)
+
+
+def _rotate(principal, quat):
+    """Inertia tensor R diag(principal) R^T of MuJoCo's principal moments and iquat."""
+    R = _quat_to_rotation(quat)
+    return R @ np.diag(principal) @ R.T
