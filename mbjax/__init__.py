@@ -17,7 +17,17 @@ from .dynamics.terms import (
     nonlinear_effects,
     potential_energy,
 )
-from .interop import from_pinocchio_configuration, to_pinocchio_configuration
+from .dynamics.passive import passive_forces
+from .interop import (
+    from_mujoco_acceleration,
+    from_mujoco_force,
+    from_mujoco_velocity,
+    from_pinocchio_configuration,
+    to_mujoco_acceleration,
+    to_mujoco_force,
+    to_mujoco_velocity,
+    to_pinocchio_configuration,
+)
 from .kinematics import (
     body_velocities,
     center_of_mass,
@@ -33,6 +43,7 @@ from .model.builder import ModelBuilder, check_inertia
 from .model.joints import JOINT_TYPES
 from .model.model import Model
 from .model.topology import Topology, incidence_matrix, path_matrix, regular_labeling
+from .model.mjcf import MJCFError, load_mjcf
 from .model.urdf import URDFError, load_urdf
 from .robots import bundled_model_path, example_robot_path, load_bundled, load_example_robot
 
@@ -45,4 +56,6 @@ __all__ = [
     "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "incidence_matrix",
     "integrate", "kinetic_energy", "momentum", "neutral", "nonlinear_effects", "normalize", "path_matrix",
     "potential_energy", "random_configuration", "regular_labeling", "rnea", "spatial",
+    "MJCFError", "load_mjcf", "passive_forces", "from_mujoco_velocity", "to_mujoco_velocity",
+    "from_mujoco_acceleration", "to_mujoco_acceleration", "from_mujoco_force", "to_mujoco_force",
 ]

@@ -21,7 +21,8 @@ Conventions (see also :mod:`mbjax.interop`):
   body when it has one joint anchored at its origin (the common case); otherwise the joint
   bodies are named ``"body:joint"``. Every MuJoCo body and every named site is a frame at
   MuJoCo's ``xpos``/``xmat`` (``site_xpos``/``site_xmat``); bodies without joints are
-  merged into their parent.
+  merged into their parent. Unnamed bodies are called ``body<id>``, unnamed joints
+  ``<body>_joint<k>``; unnamed sites are skipped.
 - Joint ranges become ``lower``/``upper`` (hinge and slide); armature, damping, stiffness and
   ``springref`` become the model's leaves (:func:`mbjax.passive_forces`). MuJoCo's own option
   flags that disable gravity, springs or dampers are honoured.
@@ -109,7 +110,7 @@ def load_mjcf(source, ignore=(), inertia_check: str = "raise", dtype=None) -> Mo
 
 # ------------------------------------------------------------------------------ checks
 def _names(mujoco, m, obj, ids):
-    return [mujoco.mj_id2name(m, obj, int(i)) or f"#{int(i)}" for i in ids]
+    return [mujoco.mj_id2name(m, obj, int(i)) or f"(unnamed, id {int(i)})" for i in ids]
 
 
 def _refuse_unsupported(mujoco, m, ignore):
