@@ -5,7 +5,8 @@ joint damping) with a fixed-step semi-implicit Euler integrator -- velocity firs
 position on the configuration manifold with :func:`mbjax.integrate` -- written as a jitted
 ``jax.lax.scan`` over :func:`mbjax.aba`, and reports the energy balance.
 
-``mbjax info`` prints a model's joints, their slices of q and v, limits and body masses.
+``mbjax info`` prints a model's sizes, total mass, kinematic tree, joints, their slices of q
+and v, limits and body masses (URDF, MJCF, bundled or example-robot-data models).
 
 Both run in float64 (``jax_enable_x64`` is switched on before any model is built).
 """
@@ -24,8 +25,13 @@ PLOT_HINT = 'install it with `pip install matplotlib` (or `pip install -e ".[plo
 
 
 # ------------------------------------------------------------------------------ models
-def load_model(spec: str, floating_base: bool | None = None, mimic: str | None = None, joint_order: str = "file"):
-    """Load ``spec``: a URDF path, a bundled model name, or an example-robot-data name.
+def load_model(spec: str, floating_base: bool | None = None, mimic: str | None = None, joint_order: str = "file",
+               mjcf_ignore=()):
+    """Load ``spec``: a URDF or MJCF path, a bundled model name, or an example-robot-data name.
+
+    MJCF files (``.xml`` or ``.mjb``, or a file whose root element is ``<mujoco>``) are
+    compiled by MuJoCo (:func:`mbjax.load_mjcf`, ``ignore=mjcf_ignore``); the URDF options do
+    not apply to them.
 
     ``floating_base=None`` keeps the model's default (floating for the bundled quadruped and
     for legged example robots, fixed for a URDF path). ``mimic=None`` keeps the loader's
@@ -40,19 +46,51 @@ def load_model(spec: str, floating_base: bool | None = None, mimic: str | None =
         kwargs["mimic"] = mimic
     if floating_base is not None:
         kwargs["floating_base"] = floating_base
+    if os.path.isfile(spec) and _is_mjcf(spec):
+        from .model.mjcf import load_mjcf
+
+        return load_mjcf(spec, ignore=mjcf_ignore), f"MJCF {os.path.abspath(spec)}"
     if os.path.isfile(spec):
         return load_urdf(spec, **kwargs), os.path.abspath(spec)
     if spec in robots.BUNDLED_MODELS:
         return robots.load_bundled(spec, **kwargs), f"bundled model {spec!r}"
     if spec in robots.EXAMPLE_ROBOTS:
         return robots.load_example_robot(spec, **kwargs), f"example-robot-data {spec!r}"
-    if spec.endswith(".urdf") or os.sep in spec:
-        raise FileNotFoundError(f"no URDF file at {spec!r}")
+    if spec.endswith((".urdf", ".xml", ".mjb")) or os.sep in spec:
+        raise FileNotFoundError(f"no model file at {spec!r}")
     raise KeyError(
-        f"unknown model {spec!r}: give a path to a .urdf file, a bundled model "
+        f"unknown model {spec!r}: give a path to a .urdf or MJCF (.xml) file, a bundled model "
         f"({', '.join(sorted(robots.BUNDLED_MODELS))}) or, with example-robot-data installed, "
         f"one of {', '.join(sorted(set(robots.EXAMPLE_ROBOTS) - set(robots.BUNDLED_MODELS)))}"
     )
+
+
+def _is_mjcf(path: str) -> bool:
+    if path.endswith(".mjb"):
+        return True
+    with open(path, encoding="utf-8", errors="replace") as fh:
+        head = fh.read(4096)
+    return "<mujoco" in head and "<robot" not in head
+
+
+def tree_drawing(model) -> str:
+    """The kinematic tree as text: one line per body with its joint and mass."""
+    children: dict[int, list[int]] = {}
+    for i, p in enumerate(model.parents):
+        children.setdefault(p, []).append(i)
+    lines = ["world"]
+
+    def visit(i, prefix, last):
+        lines.append(f"{prefix}{'└── ' if last else '├── '}{model.body_names[i]}  "
+                     f"({model.joint_types[i]} {model.joint_names[i]}, {float(model.mass[i]):.4g} kg)")
+        kids = children.get(i, [])
+        for k, c in enumerate(kids):
+            visit(c, prefix + ("    " if last else "│   "), k == len(kids) - 1)
+
+    roots = children.get(-1, [])
+    for k, r in enumerate(roots):
+        visit(r, "", k == len(roots) - 1)
+    return "\n".join(lines)
 
 
 def _floating(model) -> bool:
@@ -66,7 +104,7 @@ def model_summary(model, source: str) -> str:
     joints = ", ".join(f"{n} {t}" for t, n in kinds.items())
     return "\n".join([
         f"model     {model.name}  ({source})",
-        f"base      {'floating (free joint root_joint)' if _floating(model) else 'fixed'}",
+        f"base      {f'floating (free joint {model.joint_names[0]})' if _floating(model) else 'fixed'}",
         f"sizes     nq = {model.nq}, nv = {model.nv}, bodies = {model.nbodies}, frames = {model.nframes}",
         f"joints    {joints}",
         f"mass      {float(model.mass.sum()):.6g} kg in total",
@@ -362,8 +400,10 @@ def cmd_demo(args) -> int:
 
 
 def cmd_info(args) -> int:
-    model, source = load_model(args.urdf, args.floating_base, args.mimic, args.joint_order)
+    model, source = load_model(args.model, args.floating_base, args.mimic, args.joint_order, args.ignore)
     print(model_summary(model, source))
+    print()
+    print(tree_drawing(model))
     print()
     print(joints_table(model))
     print()
@@ -406,10 +446,12 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.set_defaults(func=cmd_demo)
 
-    info = sub.add_parser("info", help="print a model's joints, q/v slices, limits and masses",
-                          description="Print the joints table of a URDF (or bundled model): names, types, "
-                                      "slices of q and v, limits and body masses.")
-    info.add_argument("urdf", help="path to a .urdf file, or a bundled / example-robot-data model name")
+    info = sub.add_parser("info", help="print a model's tree, joints, q/v slices, limits and masses",
+                          description="Print a model's sizes, total mass, kinematic tree and joints table "
+                                      "(names, types, slices of q and v, limits, body masses).")
+    info.add_argument("model", help="path to a .urdf or MJCF .xml file, or a bundled / example-robot-data model name")
+    info.add_argument("--ignore", nargs="+", default=(), metavar="FEATURE",
+                      help="MJCF features to drop instead of refusing the model (see mbjax.load_mjcf)")
     base_options(info)
     info.add_argument("--joint-order", choices=("file", "pinocchio"), default="file",
                       help="order of the joints in q (default: %(default)s)")
@@ -436,14 +478,17 @@ def main(argv=None) -> int:
     import jax
 
     jax.config.update("jax_enable_x64", True)
+    from .model.mjcf import MJCFError
     from .model.urdf import URDFError
 
     try:
         return args.func(args)
-    except (URDFError, FileNotFoundError, KeyError, ModuleNotFoundError) as e:
+    except (URDFError, MJCFError, FileNotFoundError, KeyError, ModuleNotFoundError) as e:
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         if isinstance(e, URDFError) and "mimic" in msg:
             msg += " On the command line: --mimic independent."
+        if isinstance(e, MJCFError) and e.features:
+            msg += f" On the command line: --ignore {' '.join(e.features)}."
         print(f"mbjax {args.command}: error: {msg}", file=sys.stderr)
         return 1
     except KeyboardInterrupt:

@@ -56,7 +56,11 @@ _INSTALL = 'install it with `pip install mujoco` (or mbjax\'s extra: `pip instal
 
 
 class MJCFError(ValueError):
-    """The MJCF uses something mbjax does not model."""
+    """The MJCF uses something mbjax does not model (``features``: the names to ignore it)."""
+
+    def __init__(self, message: str, features: tuple = ()):
+        super().__init__(message)
+        self.features = tuple(features)
 
 
 def _mujoco():
@@ -74,13 +78,17 @@ def compile_mjcf(source):
     if isinstance(source, mujoco.MjModel):
         return source
     text = str(source)
-    if text.lstrip().startswith("<"):
-        return mujoco.MjModel.from_xml_string(text)
-    if not os.path.isfile(text):
+    is_xml = text.lstrip().startswith("<")
+    if not is_xml and not os.path.isfile(text):
         raise FileNotFoundError(f"no MJCF file at {text!r} (and the argument is not MJCF text)")
-    if text.endswith(".mjb"):
-        return mujoco.MjModel.from_binary_path(text)
-    return mujoco.MjModel.from_xml_path(text)
+    try:
+        if is_xml:
+            return mujoco.MjModel.from_xml_string(text)
+        if text.endswith(".mjb"):
+            return mujoco.MjModel.from_binary_path(text)
+        return mujoco.MjModel.from_xml_path(text)
+    except ValueError as e:  # MuJoCo's compiler errors
+        raise MJCFError(f"MuJoCo could not compile the model: {e}") from None
 
 
 def load_mjcf(source, ignore=(), inertia_check: str = "raise", dtype=None) -> Model:
@@ -144,7 +152,8 @@ def _refuse_unsupported(mujoco, m, ignore):
         lines = [f"  - {IGNORABLE[k]}: {v}  [ignore={k!r}]" for k, v in refused.items()]
         raise MJCFError(
             "the MJCF model uses features that mbjax does not model:\n" + "\n".join(lines)
-            + f"\nPass ignore={tuple(refused)} to load it without them."
+            + f"\nPass ignore={tuple(refused)} to load it without them.",
+            features=tuple(refused),
         )
     if getattr(m, "nflex", 0):
         raise MJCFError(f"the MJCF model has {m.nflex} flex (deformable) object(s); mbjax models rigid bodies only")
