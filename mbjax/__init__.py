@@ -4,6 +4,7 @@ The whole public API is re-exported here; see README.md for conventions.
 """
 
 from . import checks, spatial
+from .animate import animate
 from .configuration import difference, integrate, neutral, normalize, random_configuration
 from .dynamics.aba import aba
 from .dynamics.crba import crba
@@ -56,6 +57,6 @@ __all__ = [
     "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "incidence_matrix",
     "integrate", "kinetic_energy", "momentum", "neutral", "nonlinear_effects", "normalize", "path_matrix",
     "potential_energy", "random_configuration", "regular_labeling", "rnea", "spatial",
-    "MJCFError", "load_mjcf", "passive_forces", "from_mujoco_velocity", "to_mujoco_velocity",
+    "MJCFError", "animate", "load_mjcf", "passive_forces", "from_mujoco_velocity", "to_mujoco_velocity",
     "from_mujoco_acceleration", "to_mujoco_acceleration", "from_mujoco_force", "to_mujoco_force",
 ]

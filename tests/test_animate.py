@@ -1,0 +1,37 @@
+"""The stick-and-frame animation writes a GIF whose frames show the motion."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import mbjax
+from mbjax.animate import animate
+
+pytest.importorskip("matplotlib")
+Image = pytest.importorskip("PIL.Image")
+
+
+def test_gif_frames_follow_the_motion(tmp_path):
+    model = mbjax.load_bundled("double_pendulum")
+    ts = np.linspace(0.0, 1.0, 11)
+    qs = np.stack([1.5 * ts, -2.0 * ts], 1)  # both joints turn
+    path = animate(model, ts, qs, tmp_path / "swing.gif", fps=5, dpi=40)
+    assert (tmp_path / "swing.gif").stat().st_size > 0
+    with Image.open(path) as im:
+        assert im.n_frames == 6  # 1 s at 5 frames per second, both ends included
+        frames = []
+        for k in (0, im.n_frames - 1):
+            im.seek(k)
+            frames.append(np.asarray(im.convert("RGB"), dtype=float))
+    assert frames[0].std() > 0  # something is drawn
+    assert np.abs(frames[0] - frames[1]).mean() > 0.1  # and it moved
+
+
+def test_bad_requests(tmp_path):
+    model = mbjax.load_bundled("double_pendulum")
+    ts, qs = np.zeros(2), np.zeros((2, 2))
+    with pytest.raises(ValueError, match="gif or .mp4"):
+        animate(model, ts, qs, tmp_path / "a.avi")
+    with pytest.raises(ValueError, match=r"qs \(T, 2\)"):
+        animate(model, ts, np.zeros((3, 2)), tmp_path / "a.gif")
