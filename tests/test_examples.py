@@ -39,6 +39,7 @@ def _has_example_robot_data() -> bool:
 HAS_ERD = _has_example_robot_data()
 HAS_PIN = importlib.util.find_spec("pinocchio") is not None
 HAS_MPL = importlib.util.find_spec("matplotlib") is not None
+HAS_MUJOCO = importlib.util.find_spec("mujoco") is not None
 
 # Executes the code cells of a notebook in one namespace (no Jupyter needed), after checking
 # that the file is clean nbformat 4 (no stored outputs).
@@ -76,6 +77,8 @@ SCRIPTS = {
     "notebook": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "quickstart.ipynb")], HAS_ERD,
                  "needs example-robot-data"),
     "readme": (["-c", README_RUNNER, str(ROOT / "README.md")], True, ""),
+    "notebook_mjcf": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "mjcf_quickstart.ipynb")], HAS_MUJOCO,
+                      "needs mujoco"),
 }
 
 
@@ -153,6 +156,15 @@ def test_compare_pinocchio_example(launched):
 
 def test_quickstart_notebook(launched):
     assert "NOTEBOOK OK" in _run(launched, "notebook")
+
+
+def test_mjcf_notebook(launched):
+    log = _run(launched, "notebook_mjcf")
+    assert "NOTEBOOK OK" in log
+    error = float(re.search(r"max \|qacc_mbjax - qacc_mujoco\| / max \|qacc_mujoco\| = (\S+)", log).group(1))
+    assert error < 1e-9
+    if HAS_MPL:
+        assert (launched.workdir / "mjcf_quickstart.gif").stat().st_size > 0
 
 
 def test_readme_code(launched):

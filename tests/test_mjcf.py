@@ -258,3 +258,20 @@ def test_urdf_damping():
     np.testing.assert_allclose(model.damping, [0.7, 0.0])
     qd = jnp.array([2.0, 3.0])
     np.testing.assert_allclose(mbjax.passive_forces(model, mbjax.neutral(model), qd), [-1.4, 0.0])
+
+
+def test_cli_info(tmp_path, capsys):
+    from mbjax import cli
+
+    path = tmp_path / "small.xml"
+    path.write_text(SMALL)
+    assert cli.main(["info", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "nq = 17, nv = 15" in out and "MJCF" in out
+    assert "├── base:h_ref  (revolute h_ref," in out and "│   ├── stack:s1  (revolute s1, 0 kg)" in out
+    assert "└── float  (free root," in out
+    pendula = tmp_path / "pendula.xml"
+    pendula.write_text(SMALL.replace("<worldbody>", '<worldbody><body gravcomp="1"><joint/><geom size="0.1"/></body>'))
+    assert cli.main(["info", str(pendula)]) == 1
+    assert "On the command line: --ignore gravcomp." in capsys.readouterr().err
+    assert cli.main(["info", str(pendula), "--ignore", "gravcomp"]) == 0
