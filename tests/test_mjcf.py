@@ -225,6 +225,11 @@ def test_names_and_layout():
     np.testing.assert_allclose([model.lower[s3.start], model.upper[s3.start]], np.deg2rad([-40, 50]), rtol=1e-15)
     np.testing.assert_allclose(model.damping[model.v_slice("b")], 0.3)
     np.testing.assert_allclose(model.spring_reference[model.q_slice("h_ref")], np.deg2rad(10), rtol=1e-15)
+    np.testing.assert_allclose(model.gravity, [0.3, -0.2, -9.7])
+    # MuJoCo's own switches are honoured
+    off = mbjax.load_mjcf(SMALL.replace('<option gravity="0.3 -0.2 -9.7"/>',
+                                        '<option><flag gravity="disable" spring="disable" damper="disable"/></option>'))
+    assert not np.any(off.gravity) and not np.any(off.damping) and not np.any(off.stiffness)
 
 
 def test_refuses_unsupported_features():
@@ -237,6 +242,10 @@ def test_refuses_unsupported_features():
         mbjax.load_mjcf(SMALL.replace('damping="0.2"', 'damping="0.2" frictionloss="0.1"'))
     with pytest.raises(mbjax.MJCFError, match="equality"):
         mbjax.load_mjcf(SMALL.replace("</mujoco>", '<equality><weld body1="float"/></equality></mujoco>'))
+    with pytest.raises(mbjax.MJCFError, match="free_joint_spring"):
+        mbjax.load_mjcf(SMALL.replace('<freejoint name="root"/>', '<joint name="root" type="free" stiffness="1"/>'))
+    with pytest.raises(mbjax.MJCFError, match="could not compile"):
+        mbjax.load_mjcf("<mujoco><worldbody><body><joint/></body></worldbody></mujoco>")  # no mass
     with pytest.raises(FileNotFoundError):
         mbjax.load_mjcf("no/such/model.xml")
 

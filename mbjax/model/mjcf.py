@@ -160,6 +160,7 @@ def _refuse_unsupported(mujoco, m, ignore):
 
 
 # ------------------------------------------------------------------------------ conversion
+# NumPy rotations, in float64 whatever JAX's precision (the model is cast at the end)
 def _quat_to_rotation(q):
     w, x, y, z = np.asarray(q, dtype=float) / np.linalg.norm(q)
     return np.array([
@@ -175,96 +176,131 @@ def _axis_rotation(axis, angle):
 
 
 def _convert(mujoco, m, ignore, inertia_check, dtype) -> Model:
-    obj, jt = mujoco.mjtObj, mujoco.mjtJoint
-    kinds = {jt.mjJNT_HINGE: "revolute", jt.mjJNT_SLIDE: "prismatic", jt.mjJNT_BALL: "spherical", jt.mjJNT_FREE: "free"}
+    obj = mujoco.mjtObj
     dsbl = m.opt.disableflags
     gravity = np.zeros(3) if dsbl & mujoco.mjtDisableBit.mjDSBL_GRAVITY else np.array(m.opt.gravity)
-    springs = not dsbl & mujoco.mjtDisableBit.mjDSBL_SPRING
-    dampers = not dsbl & mujoco.mjtDisableBit.mjDSBL_DAMPER
+    passive = (not dsbl & mujoco.mjtDisableBit.mjDSBL_SPRING, not dsbl & mujoco.mjtDisableBit.mjDSBL_DAMPER)
     body_names = [mujoco.mj_id2name(m, obj.mjOBJ_BODY, b) or f"body{b}" for b in range(m.nbody)]
     model_name = bytes(m.names[: m.names.index(b"\0")]).decode() or "mjcf"
     builder = ModelBuilder(model_name, gravity=gravity, inertia_check=inertia_check)
 
     # tip[b]: the mbjax body carrying MuJoCo body b (None = world) and the position of b's
-    # origin in that body's frame (frames are parallel; it is minus the last joint's anchor)
+    # origin in that body's frame (the frames are parallel: it is minus the last joint's anchor)
     tip = {0: (None, np.zeros(3))}
+    inertial_frame = {0: (np.zeros(3), np.array([1.0, 0, 0, 0]))}
     taken = set(body_names)  # frame names in use
     for b in range(1, m.nbody):
         name = body_names[b]
         parent, offset = tip[int(m.body_parentid[b])]
-        R = _quat_to_rotation(m.body_quat[b])
-        p = offset + m.body_pos[b]
-        joints = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
-        ipos, iquat = _same_frame(mujoco, m.body_sameframe[b], m.body_ipos[b], m.body_iquat[b])
-        inertial = dict(mass=float(m.body_mass[b]), inertia=_rotate(m.body_inertia[b], iquat))
-        if not joints:
-            builder.add_body(name, parent=parent, rotation=R, translation=p, com=ipos, **inertial)
+        placement = (_quat_to_rotation(m.body_quat[b]), offset + m.body_pos[b])
+        inertial_frame[b] = _same_frame(mujoco, m.body_sameframe[b], m.body_ipos[b], m.body_iquat[b], None)
+        ipos, iquat = inertial_frame[b]
+        inertial = dict(mass=float(m.body_mass[b]), com=ipos, inertia=_rotate(m.body_inertia[b], iquat))
+        if m.body_jntnum[b] == 0:
+            builder.add_body(name, parent=parent, rotation=placement[0], translation=placement[1], **inertial)
             tip[b] = (name, np.zeros(3))
-            continue
-        types = [int(m.jnt_type[j]) for j in joints]
-        if jt.mjJNT_FREE in types:
-            if len(joints) > 1 or m.body_parentid[b] != 0 or np.any(m.jnt_pos[joints[0]]):
-                raise MJCFError(f"body {name!r}: a free joint must be the only joint of a child of the world, at the body origin")
-            R, p = np.eye(3), np.zeros(3)  # qpos is the body's world pose
-        for k in range(len(joints) - 1):
-            if types[k] == jt.mjJNT_BALL and any(t in (jt.mjJNT_HINGE, jt.mjJNT_BALL) for t in types[k + 1 :]):
-                raise MJCFError(
-                    f"body {name!r}: a ball joint followed by another rotation in the same body is not "
-                    "supported (MuJoCo's ball velocity would then not be the joint's own); split the body"
-                )
-        # anchors: hinges and balls rotate about jnt_pos; slides and free joints have none
-        anchors = [np.array(m.jnt_pos[j]) if t in (jt.mjJNT_HINGE, jt.mjJNT_BALL) else np.zeros(3)
-                   for j, t in zip(joints, types)]
-        single = len(joints) == 1 and not np.any(anchors[0])
-        previous = None
-        for k, (j, a) in enumerate(zip(joints, anchors)):
-            jname = mujoco.mj_id2name(m, obj.mjOBJ_JOINT, j) or f"{name}_joint{k}"
-            kind = kinds[types[k]]
-            # placement: in the parent for the first joint, else from the previous anchor
-            Rj, pj = (R, p + R @ a) if previous is None else (np.eye(3), a - previous)
-            qa, da = m.jnt_qposadr[j], m.jnt_dofadr[j]
-            nq, nv = JOINT_TYPES[kind].nq, JOINT_TYPES[kind].nv
-            axis = np.array(m.jnt_axis[j])
-            options = {}
-            if kind == "revolute":  # MuJoCo turns by qpos - ref, and Rot(a, q - ref) = Rot(a, -ref) Rot(a, q)
-                Rj = Rj @ _axis_rotation(axis, -m.qpos0[qa])
-            elif kind == "prismatic":
-                pj = pj - Rj @ axis * m.qpos0[qa]
-            if m.jnt_limited[j] and kind in ("revolute", "prismatic"):
-                options.update(lower=m.jnt_range[j][0], upper=m.jnt_range[j][1])
-            if k == len(joints) - 1:  # the last joint body carries the MuJoCo body
-                options.update(com=ipos - a, **inertial)
-            bname = name if single else f"{name}:{jname}"
-            builder.add_body(
-                bname, parent=parent, joint=kind, joint_name=jname, axis=axis, rotation=Rj, translation=pj,
-                armature=m.dof_armature[da : da + nv], damping=m.dof_damping[da : da + nv] if dampers else 0.0,
-                stiffness=m.jnt_stiffness[j] if springs and kind != "free" else 0.0,
-                spring_reference=m.qpos_spring[qa : qa + nq], **options,
-            )
-            parent, previous = bname, a
-            taken.add(bname)
-        tip[b] = (parent, -previous)
-        if not single:
-            builder.add_frame(name, parent, translation=-previous)
+        else:
+            tip[b] = _add_joints(mujoco, m, builder, b, name, parent, placement, inertial, passive)
+            taken.update(_chain_names(mujoco, m, b, name)[0])
+            if tip[b][0] != name:
+                builder.add_frame(name, tip[b][0], translation=tip[b][1])
 
     for s in range(m.nsite):
         sname = mujoco.mj_id2name(m, obj.mjOBJ_SITE, s)
         if sname:
-            sname = f"site:{sname}" if sname in taken else sname
             body, offset = tip[int(m.site_bodyid[s])]
-            pos, quat = _same_frame(mujoco, m.site_sameframe[s], m.site_pos[s], m.site_quat[s])
-            builder.add_frame(sname, body, rotation=_quat_to_rotation(quat), translation=offset + pos)
+            pos, quat = _same_frame(mujoco, m.site_sameframe[s], m.site_pos[s], m.site_quat[s],
+                                    inertial_frame[int(m.site_bodyid[s])])
+            builder.add_frame(f"site:{sname}" if sname in taken else sname, body,
+                              rotation=_quat_to_rotation(quat), translation=offset + pos)
     return builder.build(dtype=dtype)
 
 
-def _same_frame(mujoco, flag, pos, quat):
-    """MuJoCo's compiler marks frames within rounding of their body's as the same frame, and
-    its kinematics then uses the body's pose: do the same, for results equal to MuJoCo's."""
-    same = mujoco.mjtSameFrame
+def _chain_names(mujoco, m, b, name):
+    """Names of the mbjax bodies and of the joints of MuJoCo body b (which has joints).
+
+    The body keeps its name when it has one joint and that joint's frame is the body's (no
+    anchor away from the body origin); otherwise the joint bodies are ``"body:joint"``.
+    """
+    joints = range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b])
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_JOINT, j) or f"{name}_joint{k}" for k, j in enumerate(joints)]
+    jt = mujoco.mjtJoint
+    single = len(names) == 1 and not (int(m.jnt_type[joints[0]]) in (jt.mjJNT_HINGE, jt.mjJNT_BALL)
+                                      and np.any(m.jnt_pos[joints[0]]))
+    return [name] if single else [f"{name}:{jn}" for jn in names], names
+
+
+def _add_joints(mujoco, m, builder, b, name, parent, placement, inertial, passive):
+    """Add MuJoCo body b, which has joints, as a chain of one mbjax body per joint.
+
+    MuJoCo moves the body frame F joint by joint: F <- F T(a) X_J(q) T(-a) for a hinge or ball
+    with anchor a (jnt_pos), F <- F X_J(q) for a slide. Joint body k sits at its anchor a_k:
+    its placement is (body_quat, body_pos + R a_1) in the parent for the first joint and
+    (E, a_k - a_{k-1}) after that; the last one carries the inertia, with the CoM at ipos - a_n.
+
+    **Returns:** (name of the last joint body, position of b's origin in it).
+    """
+    jt = mujoco.mjtJoint
+    kinds = {jt.mjJNT_HINGE: "revolute", jt.mjJNT_SLIDE: "prismatic", jt.mjJNT_BALL: "spherical", jt.mjJNT_FREE: "free"}
+    springs, dampers = passive
+    joints = list(range(m.body_jntadr[b], m.body_jntadr[b] + m.body_jntnum[b]))
+    types = [int(m.jnt_type[j]) for j in joints]
+    R, p = placement
+    if jt.mjJNT_FREE in types:
+        if len(joints) > 1 or m.body_parentid[b] != 0 or np.any(m.jnt_pos[joints[0]]):
+            raise MJCFError(f"body {name!r}: a free joint must be the only joint of a child of the world, at the body origin")
+        R, p = np.eye(3), np.zeros(3)  # qpos is the body's world pose
+    for k in range(len(joints) - 1):
+        if types[k] == jt.mjJNT_BALL and any(t in (jt.mjJNT_HINGE, jt.mjJNT_BALL) for t in types[k + 1 :]):
+            raise MJCFError(
+                f"body {name!r}: a ball joint followed by another rotation in the same body is not "
+                "supported (MuJoCo's ball velocity would then not be the joint's own); split the body"
+            )
+    body_names, joint_names = _chain_names(mujoco, m, b, name)
+    previous = None
+    for k, j in enumerate(joints):
+        kind = kinds[types[k]]
+        a = np.array(m.jnt_pos[j]) if kind in ("revolute", "spherical") else np.zeros(3)
+        Rj, pj = (R, p + R @ a) if previous is None else (np.eye(3), a - previous)
+        qa, da = m.jnt_qposadr[j], m.jnt_dofadr[j]
+        axis = np.array(m.jnt_axis[j])
+        options = {}
+        if kind == "revolute":  # MuJoCo turns by qpos - ref, and Rot(u, q - ref) = Rot(u, -ref) Rot(u, q)
+            Rj = Rj @ _axis_rotation(axis, -m.qpos0[qa])
+        elif kind == "prismatic":
+            pj = pj - Rj @ axis * m.qpos0[qa]
+        if m.jnt_limited[j] and kind in ("revolute", "prismatic"):
+            options.update(lower=m.jnt_range[j][0], upper=m.jnt_range[j][1])
+        if k == len(joints) - 1:
+            options.update(inertial, com=inertial["com"] - a)
+        nq, nv = JOINT_TYPES[kind].nq, JOINT_TYPES[kind].nv
+        builder.add_body(
+            body_names[k], parent=parent, joint=kind, joint_name=joint_names[k], axis=axis, rotation=Rj,
+            translation=pj, armature=m.dof_armature[da : da + nv],
+            damping=m.dof_damping[da : da + nv] if dampers else 0.0,
+            stiffness=m.jnt_stiffness[j] if springs and kind != "free" else 0.0,
+            spring_reference=m.qpos_spring[qa : qa + nq], **options,
+        )
+        parent, previous = body_names[k], a
+    return parent, -previous
+
+
+def _same_frame(mujoco, flag, pos, quat, inertial_frame):
+    """Position and orientation of a frame in its body, as MuJoCo's kinematics uses them.
+
+    MuJoCo's compiler marks a frame that lies within rounding of its body's frame (or, for
+    sites, of the body's inertial frame ``inertial_frame``) as the same frame, and then uses
+    that frame's pose: do the same, for results equal to MuJoCo's to the last digits.
+    """
+    same, identity, flag = mujoco.mjtSameFrame, np.array([1.0, 0, 0, 0]), int(flag)
     if flag == same.mjSAMEFRAME_BODY:
-        return np.zeros(3), np.array([1.0, 0, 0, 0])
+        return np.zeros(3), identity
     if flag == same.mjSAMEFRAME_BODYROT:
-        return np.array(pos), np.array([1.0, 0, 0, 0])
+        return np.array(pos), identity
+    if flag == same.mjSAMEFRAME_INERTIA:
+        return inertial_frame
+    if flag == same.mjSAMEFRAME_INERTIAROT:
+        return np.array(pos), inertial_frame[1]
     return np.array(pos), np.array(quat)
 
 
