@@ -23,7 +23,8 @@ Conventions (see also :mod:`mbjax.interop`):
   MuJoCo's ``xpos``/``xmat`` (``site_xpos``/``site_xmat``); bodies without joints are
   merged into their parent. Unnamed bodies are called ``body<id>``, unnamed joints
   ``<body>_joint<k>``; unnamed sites are skipped.
-- Joint ranges become ``lower``/``upper`` (hinge and slide); armature, damping, stiffness and
+- Joint ranges become ``lower``/``upper`` (hinge and slide; a ball joint's cone limit is not
+  kept); mocap bodies are fixed where they stand in the file; armature, damping, stiffness and
   ``springref`` become the model's leaves (:func:`mbjax.passive_forces`). MuJoCo's own option
   flags that disable gravity, springs or dampers are honoured.
 - Not modelled: contacts, and the enforcement of joint limits (both are MuJoCo constraints);
