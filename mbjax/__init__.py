@@ -17,6 +17,19 @@ from .dynamics.terms import (
     nonlinear_effects,
     potential_energy,
 )
+from .formulations.free_floating import (
+    FloatingInertia,
+    GeneralizedJacobian,
+    floating_forward_dynamics,
+    floating_inertia,
+    floating_inverse_dynamics,
+    floating_jacobians,
+    floating_momentum,
+    from_floating,
+    generalized_jacobian,
+    reaction_null_space,
+    to_floating,
+)
 from .interop import from_pinocchio_configuration, to_pinocchio_configuration
 from .kinematics import (
     body_velocities,
@@ -45,4 +58,8 @@ __all__ = [
     "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "incidence_matrix",
     "integrate", "kinetic_energy", "momentum", "neutral", "nonlinear_effects", "normalize", "path_matrix",
     "potential_energy", "random_configuration", "regular_labeling", "rnea", "spatial",
+    # free-floating robots (seed 001)
+    "FloatingInertia", "GeneralizedJacobian", "floating_forward_dynamics", "floating_inertia",
+    "floating_inverse_dynamics", "floating_jacobians", "floating_momentum", "from_floating",
+    "generalized_jacobian", "reaction_null_space", "to_floating",
 ]

@@ -203,6 +203,24 @@ def test_general_form_eq41(space_robot):
     assert_close(qdd, expected, RTOL, what="Eq. (41) vs aba")
 
 
+def test_inverse_dynamics_of_the_floating_arm(space_robot):
+    """The torques of floating_inverse_dynamics, applied through aba, give the arm exactly the
+    requested accelerations and the base the predicted one."""
+    model = space_robot
+    q, qd, phidd, rng = _random_state(model, 11)
+    F_b = rng.normal(size=6)
+    xd = ff.to_floating(model, q, qd)
+    x0dd, tau = ff.floating_inverse_dynamics(model, q, xd, phidd, base_wrench=F_b)
+    R, p = (np.asarray(x) for x in mbjax.forward_kinematics(model, q))
+    c0 = np.asarray(model.com[0])
+    f_ext = np.zeros((model.nbodies, 6))  # F_b as a body-frame wrench on the base
+    f_ext[0] = np.concatenate([R[0].T @ F_b[:3], R[0].T @ F_b[3:] + np.cross(c0, R[0].T @ F_b[:3])])
+    qdd = mbjax.aba(model, q, qd, np.concatenate([np.zeros(6), tau]), f_ext)
+    assert_close(qdd[6:], phidd, RTOL, what="arm accelerations")
+    _, xdd = ff.to_floating(model, q, qd, qdd)
+    assert_close(xdd[:6], x0dd, RTOL, what="base acceleration")
+
+
 def test_gradients_match_finite_differences(space_robot):
     """d xdd / d(q, xd, masses) of the momentum form against Richardson central differences."""
     model = space_robot

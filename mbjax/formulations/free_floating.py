@@ -311,6 +311,31 @@ def floating_forward_dynamics_from(model: Model, tk, q, qd, rhs, f_ext=None):
 
 
 @eqx.filter_jit
+def floating_inverse_dynamics(model: Model, q, xd, phidd, base_wrench=None, f_ext=None):
+    """Joint torques that give the arm the accelerations ``phidd`` while the base floats.
+
+    The base rows of Eq. (39) give the base's reaction, ``x0dd = H_0^-1 (F_b - c_b - H_0m
+    phidd)``; the joint rows then give ``tau = H_0m^T x0dd + H_m phidd + c_m``.
+
+    **Returns:** ``(x0dd (6,), tau (n,))``.
+    """
+    check_free_floating(model)
+    n = model.nv - 6
+    phidd = jnp.asarray(phidd)
+    if phidd.shape != (n,):
+        raise ValueError(f"phidd has shape {phidd.shape}; expected ({n},): one acceleration per joint coordinate of the arm")
+    q, xd, rhs = check_state(model, q, qd=xd, qdd=jnp.concatenate([jnp.zeros(6, phidd.dtype), phidd]))
+    phidd = rhs[6:]
+    tk = tree_kinematics(model, q)
+    H = floating_inertia_from(model, tk)
+    qd = _apply_base(_base_map(model, tk)[1], xd)
+    c = floating_bias_from(model, tk, q, qd, f_ext)
+    F_b = jnp.zeros(6, c.dtype) if base_wrench is None else jnp.asarray(base_wrench, c.dtype)
+    x0dd = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(H.H0), F_b - c[:6] - H.H0m @ phidd)
+    return x0dd, H.H0m.T @ x0dd + H.Hm @ phidd + c[6:]
+
+
+@eqx.filter_jit
 def floating_forward_dynamics(
     model: Model,
     q,
