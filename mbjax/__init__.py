@@ -20,6 +20,7 @@ from .dynamics.terms import (
 from .formulations.free_floating import (
     FloatingInertia,
     GeneralizedJacobian,
+    base_velocity,
     floating_forward_dynamics,
     floating_inertia,
     floating_inverse_dynamics,
@@ -59,7 +60,7 @@ __all__ = [
     "integrate", "kinetic_energy", "momentum", "neutral", "nonlinear_effects", "normalize", "path_matrix",
     "potential_energy", "random_configuration", "regular_labeling", "rnea", "spatial",
     # free-floating robots (seed 001)
-    "FloatingInertia", "GeneralizedJacobian", "floating_forward_dynamics", "floating_inertia",
+    "FloatingInertia", "GeneralizedJacobian", "base_velocity", "floating_forward_dynamics", "floating_inertia",
     "floating_inverse_dynamics", "floating_jacobians", "floating_momentum", "from_floating",
     "generalized_jacobian", "reaction_null_space", "to_floating",
 ]

@@ -148,11 +148,15 @@ def test_jacobians_and_generalized_jacobian(name, frame):
         # the base velocity that gives zero momentum, from the joint-space momentum matrix
         A_G = np.asarray(mbjax.centroidal_momentum_matrix(model, q))
         qd0 = np.concatenate([np.linalg.solve(A_G[:, :6], -A_G[:, 6:] @ phid), phid])
+        assert_close(ff.base_velocity(model, q, phid), ff.to_floating(model, q, qd0)[:6], RTOL,
+                     what="base velocity at zero momentum")
         gj = ff.generalized_jacobian(model, q, frame)
         assert_close(gj.J @ phid, mbjax.frame_velocity(model, q, qd0, frame), RTOL, what="J* (zero momentum)")
         assert np.all(np.asarray(gj.drift) == 0.0)
 
         P, L_0 = ff.floating_momentum(model, q, xd, about="base")
+        assert_close(ff.base_velocity(model, q, xd[6:], np.concatenate([P, L_0])), xd[:6], RTOL,
+                     what="base velocity from the momentum")
         gj = ff.generalized_jacobian(model, q, frame, base_momentum=np.concatenate([P, L_0]))
         assert_close(gj.J @ xd[6:] + gj.drift, v_frame, RTOL, what="J* + drift (any momentum)")
 

@@ -215,6 +215,26 @@ def floating_momentum(model: Model, q, xd, about: str = "base"):
     raise ValueError(f"unknown reference {about!r}; use 'base', 'com' or 'world'")
 
 
+@eqx.filter_jit
+def base_velocity(model: Model, q, phid, base_momentum=None):
+    """Base velocity ``x0d = (V_0, w_0)`` (6,) of a floating robot whose joints move at ``phid``.
+
+    Eq. (21) solved for the base: ``x0d = H_0^-1 ((P, L_0) - H_0m phid)``, with the momentum
+    ``base_momentum = (P, L_0)`` (6,) conserved (None: zero). With zero momentum the base
+    attitude is ``w_0 = -[H_0^-1 H_0m]_w phid``: not integrable, so a closed path of the joints
+    can leave the base turned (the non-holonomic effect).
+    """
+    check_free_floating(model)
+    n = model.nv - 6
+    phid = jnp.asarray(phid)
+    if phid.shape != (n,):
+        raise ValueError(f"phid has shape {phid.shape}; expected ({n},): one rate per joint coordinate of the arm")
+    q = check_state(model, q)
+    H0, H0m, _ = _body_sums(model, tree_kinematics(model, q))
+    h = -H0m @ phid if base_momentum is None else jnp.asarray(base_momentum, phid.dtype) - H0m @ phid
+    return jnp.linalg.solve(H0, h)
+
+
 # ------------------------------------------------------------------------ Jacobians
 def _floating_jacobians_from(model: Model, tk, f):
     _, p = frame_placements_from(model, tk)
