@@ -31,6 +31,7 @@ from .formulations.free_floating import (
     reaction_null_space,
     to_floating,
 )
+from .simulation.floating_control import FloatingComputedTorque
 from .interop import from_pinocchio_configuration, to_pinocchio_configuration
 from .kinematics import (
     body_velocities,
@@ -62,5 +63,5 @@ __all__ = [
     # free-floating robots (seed 001)
     "FloatingInertia", "GeneralizedJacobian", "base_velocity", "floating_forward_dynamics", "floating_inertia",
     "floating_inverse_dynamics", "floating_jacobians", "floating_momentum", "from_floating",
-    "generalized_jacobian", "reaction_null_space", "to_floating",
+    "generalized_jacobian", "reaction_null_space", "to_floating", "FloatingComputedTorque",
 ]
