@@ -87,6 +87,8 @@ def main():
     h = np.asarray(tumbling.momentum)
     drift = np.max(np.abs(h - h[0])) / np.max(np.abs(h[0]))
     print(f"tumbling start: momentum conserved to {drift:.2e} relative over {T} s")
+    assert drift <= (1e-6 if QUICK else 1e-9), "momentum is not conserved"
+    assert np.max(np.linalg.norm(com - com[0], axis=1)) <= (1e-8 if QUICK else 1e-11), "the CoM moved"
 
     try:
         import matplotlib
