@@ -29,6 +29,21 @@ from .interop import (
     to_mujoco_velocity,
     to_pinocchio_configuration,
 )
+from .formulations.free_floating import (
+    FloatingInertia,
+    GeneralizedJacobian,
+    base_velocity,
+    floating_forward_dynamics,
+    floating_inertia,
+    floating_inverse_dynamics,
+    floating_jacobians,
+    floating_momentum,
+    from_floating,
+    generalized_jacobian,
+    reaction_null_space,
+    to_floating,
+)
+from .simulation.floating_control import FloatingComputedTorque
 from .kinematics import (
     body_velocities,
     center_of_mass,
@@ -59,4 +74,8 @@ __all__ = [
     "potential_energy", "random_configuration", "regular_labeling", "rnea", "spatial",
     "MJCFError", "animate", "load_mjcf", "passive_forces", "from_mujoco_velocity", "to_mujoco_velocity",
     "from_mujoco_acceleration", "to_mujoco_acceleration", "from_mujoco_force", "to_mujoco_force",
+    # free-floating robots (seed 001)
+    "FloatingInertia", "GeneralizedJacobian", "base_velocity", "floating_forward_dynamics", "floating_inertia",
+    "floating_inverse_dynamics", "floating_jacobians", "floating_momentum", "from_floating",
+    "generalized_jacobian", "reaction_null_space", "to_floating", "FloatingComputedTorque",
 ]

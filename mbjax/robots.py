@@ -10,6 +10,9 @@ import functools
 from importlib import metadata
 from pathlib import Path
 
+import equinox as eqx
+import jax.numpy as jnp
+
 from .model.urdf import load_urdf
 
 #: name -> (path inside example-robot-data's robots/ folder, floating base)
@@ -64,7 +67,10 @@ def load_example_robot(name: str, **kwargs):
 BUNDLED_MODELS = {
     "double_pendulum": False,
     "quadruped": True,
+    "space_robot": True,
 }
+#: bundled models that live in orbit: loaded with zero gravity
+_ZERO_GRAVITY = ("space_robot",)
 
 
 def _bundled_resource(name: str):
@@ -87,6 +93,8 @@ def bundled_model_path(name: str) -> Path:
     ``"double_pendulum"``: two rods on revolute joints about y, fixed base (nq = nv = 2).
     ``"quadruped"``: a box torso with four two-link legs (8 revolute joints), meant to be
     loaded with a floating base (nq = 15, nv = 14).
+    ``"space_robot"``: a 150 kg satellite bus with a 7-joint arm and a ``"tool"`` frame,
+    floating base and zero gravity (nq = 14, nv = 13), for the free-floating formulation.
     """
     res = _bundled_resource(name)
     path = Path(str(res))
@@ -99,11 +107,15 @@ def bundled_model_path(name: str) -> Path:
 
 
 def load_bundled(name: str, **kwargs):
-    """Load a model shipped inside mbjax (``"double_pendulum"`` or ``"quadruped"``).
+    """Load a model shipped inside mbjax (``BUNDLED_MODELS``, see :func:`bundled_model_path`).
 
-    The quadruped gets a floating base unless ``floating_base=False`` is passed; other keyword
-    arguments go to :func:`mbjax.load_urdf`.
+    The quadruped and the space robot get a floating base unless ``floating_base=False`` is
+    passed, and the space robot zero gravity; other keyword arguments go to
+    :func:`mbjax.load_urdf`.
     """
     res = _bundled_resource(name)
     kwargs.setdefault("floating_base", BUNDLED_MODELS[name])
-    return load_urdf(res.read_text(encoding="utf-8"), **kwargs)
+    model = load_urdf(res.read_text(encoding="utf-8"), **kwargs)
+    if name in _ZERO_GRAVITY:
+        model = eqx.tree_at(lambda m: m.gravity, model, jnp.zeros_like(model.gravity))
+    return model

@@ -10,6 +10,7 @@ import jax.numpy as jnp
 
 from .. import spatial
 from ..checks import check_state
+from ..formulations.free_floating import check_free_floating, momentum_forward_dynamics_from
 from ..kinematics import body_velocities_from, center_of_mass_from, tree_kinematics
 from ..model.model import Model
 from .aba import aba_from
@@ -39,6 +40,8 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
 
     ``method="aba"``: articulated-body algorithm, O(n). ``method="crba"``: mass matrix by CRBA,
     bias by RNEA, then a Cholesky solve, O(n^3) but with fewer sequential steps.
+    ``method="momentum"`` (free-floating models): the momentum form of seed 001, Eq. (39), with
+    the base eliminated by its Schur complement (see ``mbjax.formulations.free_floating``).
     """
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
     tk = tree_kinematics(model, q)
@@ -48,7 +51,10 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
         M = mass_matrix_from(model, tk)
         h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
         return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), tau - h)
-    raise ValueError(f"unknown method {method!r}; use 'aba' or 'crba'")
+    if method == "momentum":
+        check_free_floating(model)
+        return momentum_forward_dynamics_from(model, tk, q, qd, tau, f_ext)
+    raise ValueError(f"unknown method {method!r}; use 'aba', 'crba' or 'momentum'")
 
 
 @eqx.filter_jit

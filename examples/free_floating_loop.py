@@ -1,0 +1,122 @@
+"""A satellite's arm moves its joints around a closed loop, and the satellite ends up turned.
+
+Seed 001's non-holonomic effect: with no external force the momentum is conserved, and with
+zero momentum the base attitude obeys w_0 = -[H_0^-1 H_0m]_w phid (Eq. 21). That constraint is
+not integrable, so a joint path that returns the arm exactly to its start leaves the base at
+a different attitude. The linear part is integrable: the system's centre of mass stays put.
+
+The bundled ``space_robot`` (150 kg bus, 7-joint arm, zero gravity) is simulated for T = 10 s
+with the momentum formulation (``method="momentum"``) and a computed-torque controller that
+makes joints 2 and 4 trace a circle in joint space, rest to rest
+(``mbjax.FloatingComputedTorque``: the base is not actuated, so momentum is conserved). Printed: the net base
+rotation, how well the arm returned, and how well momentum and the CoM were conserved.
+
+Run ``python examples/free_floating_loop.py [--quick] [out.png]`` (``--quick``: looser
+tolerances and fewer saved points, for the test suite). Needs matplotlib for the plot.
+"""
+
+import sys
+
+import jax
+
+jax.config.update("jax_enable_x64", True)
+
+import diffrax  # noqa: E402
+import equinox as eqx  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+import mbjax  # noqa: E402
+
+QUICK = "--quick" in sys.argv
+OUT = next((a for a in sys.argv[1:] if not a.startswith("--")), "free_floating_loop.png")
+T = 10.0  # duration of the loop (s)
+PHI0 = jnp.array([0.0, 0.6, 0.0, -1.2, 0.0, 0.6, 0.0])  # arm's start (and end) pose (rad)
+RADIUS = 0.8  # radius of the circle traced by joints 2 and 4 (rad)
+
+
+def loop(t):
+    """Joint angles on the loop: a circle in (phi_2, phi_4), timed by s(t) = 2 pi t/T -
+    sin(2 pi t/T) so that it starts and ends at rest."""
+    u = 2 * jnp.pi * jnp.clip(t, 0.0, T) / T
+    s = u - jnp.sin(u)
+    return PHI0.at[1].add(RADIUS * jnp.sin(s)).at[3].add(RADIUS * (1 - jnp.cos(s)))
+
+
+class Loop(eqx.Module):
+    """The reference for the controller: loop(t) and its first two time derivatives."""
+
+    def __call__(self, t):
+        phid = lambda s: jax.jvp(loop, (s,), (jnp.ones_like(s),))[1]  # noqa: E731
+        return loop(t), phid(t), jax.jvp(phid, (t,), (jnp.ones_like(t),))[1]
+
+
+def base_rotation(q, q0):
+    """Rotation vector (rad) of the base attitude relative to the start, world axes."""
+    rel = mbjax.spatial.quat_multiply(q[..., 3:7], mbjax.spatial.quat_conjugate(q0[3:7]))
+    return mbjax.spatial.quat_log(rel)
+
+
+def run(model, q0, qd0, tol, n_save):
+    return mbjax.simulate(
+        model, q0, qd0, 0.0, T, tau=mbjax.FloatingComputedTorque(model, 100.0, 20.0, Loop()), method="momentum",
+        solver=diffrax.Dopri8(), rtol=tol, atol=tol, saveat=jnp.linspace(0.0, T, n_save),
+        momentum=True, max_steps=200_000,
+    )
+
+
+def main():
+    model = mbjax.load_bundled("space_robot")
+    q0 = jnp.concatenate([jnp.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]), PHI0])
+    qd0 = jnp.zeros(model.nv)  # at rest: zero momentum
+    tol = 1e-8 if QUICK else 1e-12
+    traj = run(model, q0, qd0, tol, 51 if QUICK else 501)
+
+    rot = np.asarray(base_rotation(traj.q, q0))
+    com = np.asarray(jax.vmap(lambda q: mbjax.center_of_mass(model, q))(traj.q))
+    arm_error = float(jnp.max(jnp.abs(traj.q[-1, 7:] - PHI0)))
+    print(f"net base rotation after the loop: {np.degrees(np.linalg.norm(rot[-1])):.4f} deg "
+          f"about {rot[-1] / np.linalg.norm(rot[-1])}")
+    print(f"arm back at its start to {arm_error:.2e} rad; final joint speed {float(jnp.max(jnp.abs(traj.qd[-1, 6:]))):.2e} rad/s")
+    print(f"momentum: max |h(t)| = {float(jnp.max(jnp.abs(traj.momentum))):.2e} (zero at the start)")
+    print(f"centre of mass moved by at most {np.max(np.linalg.norm(com - com[0], axis=1)):.2e} m")
+
+    # the same loop from a tumbling start: momentum is conserved to the solver's tolerance
+    qd1 = jnp.zeros(model.nv).at[:6].set(jnp.array([0.05, -0.02, 0.01, 0.02, 0.01, -0.03]))
+    tumbling = run(model, q0, qd1, tol, 11)
+    h = np.asarray(tumbling.momentum)
+    drift = np.max(np.abs(h - h[0])) / np.max(np.abs(h[0]))
+    print(f"tumbling start: momentum conserved to {drift:.2e} relative over {T} s")
+    assert drift <= (1e-6 if QUICK else 1e-9), "momentum is not conserved"
+    assert np.max(np.linalg.norm(com - com[0], axis=1)) <= (1e-8 if QUICK else 1e-11), "the CoM moved"
+
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        print("matplotlib is not installed: no plot (pip install mbjax[plot])")
+        return
+    ts = np.asarray(traj.ts)
+    fig, ax = plt.subplots(1, 3, figsize=(14, 4))
+    phi = np.asarray(traj.q[:, 7:])
+    ax[0].plot(np.degrees(phi[:, 1]), np.degrees(phi[:, 3]))
+    ax[0].plot(np.degrees(PHI0[1]), np.degrees(PHI0[3]), "ko", label="start = end")
+    ax[0].set(xlabel="joint 2 (deg)", ylabel="joint 4 (deg)", title="closed loop of the joints")
+    ax[0].legend()
+    for k, name in enumerate("xyz"):
+        ax[1].plot(ts, np.degrees(rot[:, k]), label=name)
+    ax[1].set(xlabel="t (s)", ylabel="base rotation (deg)", title="base attitude (rotation vector)")
+    ax[1].legend()
+    ax[2].semilogy(ts, np.linalg.norm(com - com[0], axis=1) + 1e-18, label="|CoM(t) - CoM(0)| (m)")
+    ax[2].semilogy(ts, np.linalg.norm(np.asarray(traj.momentum), axis=1) + 1e-18, label="|h(t)| (zero momentum)")
+    ax[2].set(xlabel="t (s)", title="conservation")
+    ax[2].legend()
+    fig.tight_layout()
+    fig.savefig(OUT, dpi=100)
+    print(f"saved {OUT}")
+
+
+if __name__ == "__main__":
+    main()
