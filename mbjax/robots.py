@@ -107,3 +107,25 @@ def load_bundled(name: str, **kwargs):
     res = _bundled_resource(name)
     kwargs.setdefault("floating_base", BUNDLED_MODELS[name])
     return load_urdf(res.read_text(encoding="utf-8"), **kwargs)
+
+
+# ------------------------------------------------------------------ models built in Python
+def free_floating_arm(joints: int = 7, gravity=(0.0, 0.0, 0.0)):
+    """A free-floating base (10 kg) carrying an arm of ``joints`` revolute joints (axes
+    alternating z, y), e.g. a manipulator on a spacecraft: nq = 7 + joints, nv = 6 + joints.
+
+    In zero gravity (the default) its energy and its whole spatial momentum are conserved.
+    """
+    import numpy as np
+
+    from .model.builder import ModelBuilder
+
+    b = ModelBuilder(f"free_floating_arm{joints}", gravity=gravity)
+    b.add_body("base", joint="free", mass=10.0, inertia=np.diag([0.5, 0.6, 0.7]))
+    parent = "base"
+    for k in range(joints):
+        b.add_body(f"link{k + 1}", parent=parent, joint="revolute", axis=(0, 0, 1) if k % 2 == 0 else (0, 1, 0),
+                   translation=(0.0, 0.0, 0.25 if k == 0 else 0.3), mass=1.5 - 0.1 * k, com=(0.01, 0.0, 0.15),
+                   inertia=np.diag([0.02, 0.021, 0.005]))
+        parent = f"link{k + 1}"
+    return b.build()
