@@ -35,6 +35,11 @@ from .model.model import Model
 from .model.topology import Topology, incidence_matrix, path_matrix, regular_labeling
 from .model.urdf import URDFError, load_urdf
 from .robots import bundled_model_path, example_robot_path, load_bundled, load_example_robot
+from . import plotting, simulation
+from .simulation import (
+    PD, ComputedTorque, FeedForward, PathReference, Setpoint, Trajectory, configuration_rate, joint_limit_event,
+    shard_batch, simulate, simulate_batch,
+)
 
 __version__ = "0.1.0"
 
@@ -45,4 +50,6 @@ __all__ = [
     "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "incidence_matrix",
     "integrate", "kinetic_energy", "momentum", "neutral", "nonlinear_effects", "normalize", "path_matrix",
     "potential_energy", "random_configuration", "regular_labeling", "rnea", "spatial",
+    "PD", "ComputedTorque", "FeedForward", "PathReference", "Setpoint", "Trajectory", "configuration_rate",
+    "joint_limit_event", "plotting", "shard_batch", "simulate", "simulate_batch", "simulation",
 ]

@@ -76,6 +76,7 @@ SCRIPTS = {
     "notebook": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "quickstart.ipynb")], HAS_ERD,
                  "needs example-robot-data"),
     "readme": (["-c", README_RUNNER, str(ROOT / "README.md")], True, ""),
+    "simulate_conservation": ([str(ROOT / "examples" / "simulate_conservation.py"), "--small"], True, ""),
 }
 
 
@@ -149,6 +150,14 @@ def test_pendulum_energy_example(launched):
 def test_compare_pinocchio_example(launched):
     log = _run(launched, "compare_pinocchio")
     assert "agreement: OK" in log
+
+
+def test_simulate_conservation_example(launched):
+    log = _run(launched, "simulate_conservation")
+    drifts = [float(x) for x in re.findall(r"drift (\S+)", log)]
+    assert len(drifts) == 3 and max(drifts) < 1e-10, drifts
+    if HAS_MPL:
+        assert (launched.workdir / "simulate_conservation.png").stat().st_size > 0
 
 
 def test_quickstart_notebook(launched):

@@ -26,7 +26,7 @@ def progress_meter(progress):
     try:
         import tqdm  # noqa: F401
     except ImportError:
-        return diffrax.TextProgressMeter()
+        return diffrax.TextProgressMeter(minimum_increase=0.1)
     return diffrax.TqdmProgressMeter()
 
 
