@@ -19,7 +19,8 @@ velocities, for 10 s.
    scipy + Pinocchio baseline's rate for one trajectory.
 3. **Adjoint memory.** XLA's memory analysis of the compiled gradient of a 2 s passive panda
    simulation (BacksolveAdjoint cannot run the PD scenario: integrating a damped system
-   backwards in time is unstable, and its backward solve runs out of steps), RecursiveCheckpointAdjoint vs BacksolveAdjoint, for max_steps = 4096, 16384, 65536.
+   backwards in time is unstable, and its backward solve runs out of steps),
+   RecursiveCheckpointAdjoint vs BacksolveAdjoint, for max_steps = 4096, 16384, 65536.
 
 XLA's flags must be set before jax is imported: ``--xla-threads single`` (default) sets
 ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false`` and one BLAS thread. Results go to
@@ -244,7 +245,8 @@ def main():
     results = dict(meta=dict(host=ARGS.host, platform=platform.platform(), processor=platform.processor(),
                              xla_flags=os.environ.get("XLA_FLAGS", ""), xla_threads=ARGS.xla_threads,
                              jax=jax.__version__, diffrax=diffrax.__version__, pinocchio=pin.__version__,
-                             loadavg_before=os.getloadavg(), scenario=f"PD posture control, kp = w^2 M_ii, kd = 2 z w M_ii, w={OMEGA}, z={ZETA}"))
+                             loadavg_before=os.getloadavg(),
+                             scenario=f"PD posture control, kp = w^2 M_ii, kd = 2 z w M_ii, w={OMEGA}, z={ZETA}"))
     for name in ARGS.robots:
         model, pd, q0, qd0 = accuracy_section(name, results)
         batch_section(name, model, pd, q0, qd0, results)

@@ -143,18 +143,22 @@ def test_computed_torque_error_dynamics_and_pd_regulation():
 
 def test_joint_limit_event_time():
     """A straight double pendulum spinning in zero gravity turns at a constant rate, so it reaches
-    the limit at (upper - q0) / rate; the event locates that time to 1e-10."""
+    the limit at (upper - q0) / rate; the event locates that time to 1e-10. (A recorded residual:
+    the elbow angle, which stays zero.)"""
     model = mbjax.load_bundled("double_pendulum")
     model = eqx.tree_at(lambda m: (m.gravity, m.upper), model, (jnp.zeros(3), jnp.array([1.0, 2.0])))
     rate = 0.7
     tr = simulate(model, jnp.zeros(2), jnp.array([rate, 0.0]), 0.0, 5.0, event=joint_limit_event(model),
-                  rtol=1e-10, atol=1e-10)
+                  rtol=1e-10, atol=1e-10, residual=lambda m, q, qd: q[1:])
     assert bool(tr.event)
+    assert tr.residual.shape == (tr.ts.shape[0], 1)
+    assert np.abs(np.asarray(tr.residual)[np.asarray(tr.valid)]).max() < 1e-12  # the arm stays straight
     t_hit = 1.0 / rate
     valid = np.asarray(tr.valid)
     assert abs(float(tr.ts[valid][-1]) - t_hit) < 1e-10
     assert abs(float(tr.q[valid][-1, 0]) - 1.0) < 1e-10
-    assert not valid[-2] or float(tr.ts[valid][-2]) <= t_hit  # saved rows stop at the event
+    saved = np.linspace(0.0, 5.0, 201)
+    assert valid.sum() == (saved < t_hit).sum() + 1  # saved rows stop at the event, then the event state
     with pytest.raises(ValueError, match="finite"):
         joint_limit_event(eqx.tree_at(lambda m: m.upper, model, jnp.array([1.0, jnp.inf])))
 
@@ -200,21 +204,20 @@ def test_gradients_match_finite_differences():
         "backsolve": diffrax.BacksolveAdjoint(
             stepsize_controller=diffrax.PIDController(rtol=jnp.asarray(1e-12), atol=jnp.asarray(1e-12))),
     }
-    f = jax.jit(lambda p: loss(p, adjoints["checkpoint"]))
-    directions = [jax.tree.map(jnp.zeros_like, params) for _ in params]
-    keys = jax.random.split(jax.random.PRNGKey(6), len(params))
-    for k, (d, key) in enumerate(zip(directions, keys)):  # one direction per argument group
-        d_k = list(d)
-        d_k[k] = jax.random.normal(key, jnp.shape(params[k]))
-        directions[k] = tuple(d_k)
+    value_and_grad = {k: jax.jit(jax.value_and_grad(lambda p, a=a: loss(p, a))) for k, a in adjoints.items()}
+    directions = []
+    for k, key in enumerate(jax.random.split(jax.random.PRNGKey(6), len(params))):  # one per argument group
+        d = [jnp.zeros_like(p) for p in params]
+        d[k] = jax.random.normal(key, jnp.shape(params[k]))
+        directions.append(tuple(d))
 
-    def fd(d, h):
+    def fd(d, h):  # the values come from the checkpointed program: no third compilation
         shift = lambda s: jax.tree.map(lambda p, v: p + s * v, params, d)  # noqa: E731
-        return (f(shift(h)) - f(shift(-h))) / (2 * h)
+        return (value_and_grad["checkpoint"](shift(h))[0] - value_and_grad["checkpoint"](shift(-h))[0]) / (2 * h)
 
     expected = np.array([richardson(fd(d, 1e-4), fd(d, 2e-4)) for d in directions])
-    for name, adjoint in adjoints.items():
-        g = jax.jit(jax.grad(lambda p: loss(p, adjoint)))(params)
+    for name, vg in value_and_grad.items():
+        g = vg(params)[1]
         got = np.array([sum(jnp.vdot(a, b) for a, b in zip(jax.tree.leaves(g), jax.tree.leaves(d)))
                         for d in directions])
         rel = np.abs(got - expected) / np.abs(expected)

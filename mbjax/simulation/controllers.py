@@ -53,7 +53,23 @@ class PathReference(eqx.Module):
         return self.path.evaluate(t), qd, qdd
 
 
-class PD(eqx.Module):
+class AbstractFeedback(eqx.Module):
+    """Feedback on the error to a reference: a model (for errors on the configuration
+    manifold, and dynamics), gains ``kp``, ``kd`` (scalars or (nv,)), a reference ``r(t)``."""
+
+    model: Model
+    kp: jax.Array
+    kd: jax.Array
+    reference: eqx.Module
+
+    def __init__(self, model, kp, kd, reference):
+        self.model = model
+        self.kp = jnp.asarray(kp, model.dtype)
+        self.kd = jnp.asarray(kd, model.dtype)
+        self.reference = reference
+
+
+class PD(AbstractFeedback):
     """Proportional-derivative control: ``tau = Kp (q_ref (-) q) + Kd (qd_ref - qd)``.
 
     The position error ``difference(q, q_ref)`` is taken on the configuration manifold (a
@@ -61,40 +77,18 @@ class PD(eqx.Module):
     gains on unactuated coordinates such as a floating base).
     """
 
-    model: Model
-    kp: jax.Array
-    kd: jax.Array
-    reference: eqx.Module
-
-    def __init__(self, model, kp, kd, reference):
-        self.model = model
-        self.kp = jnp.asarray(kp, model.dtype)
-        self.kd = jnp.asarray(kd, model.dtype)
-        self.reference = reference
-
     def __call__(self, t, q, qd):
         q_ref, qd_ref, _ = self.reference(t)
         return self.kp * difference(self.model, q, q_ref) + self.kd * (qd_ref - qd)
 
 
-class ComputedTorque(eqx.Module):
+class ComputedTorque(AbstractFeedback):
     """Computed-torque (inverse-dynamics) control, with the model's own dynamics:
 
     ``tau = M(q) (qdd_ref + Kp e + Kd e') + h(q, qd) = rnea(q, qd, qdd_ref + Kp e + Kd e')``,
     ``e = q_ref (-) q``, ``e' = qd_ref - qd``. With an exact model the error obeys
     ``e'' + Kd e' + Kp e = 0``. ``model`` may differ from the simulated one (model error).
     """
-
-    model: Model
-    kp: jax.Array
-    kd: jax.Array
-    reference: eqx.Module
-
-    def __init__(self, model, kp, kd, reference):
-        self.model = model
-        self.kp = jnp.asarray(kp, model.dtype)
-        self.kd = jnp.asarray(kd, model.dtype)
-        self.reference = reference
 
     def __call__(self, t, q, qd):
         q_ref, qd_ref, qdd_ref = self.reference(t)

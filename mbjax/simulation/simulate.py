@@ -100,7 +100,8 @@ def simulate(
       method to ``atol``.
     - ``adjoint``: how gradients are computed (default
       ``diffrax.RecursiveCheckpointAdjoint()``; ``diffrax.BacksolveAdjoint(...)`` for O(1)
-      memory in the number of steps).
+      memory in the number of steps, for systems that can be integrated backwards in time
+      (not strongly damped ones); ``diffrax.ForwardMode()`` for ``jax.jvp`` / ``jax.jacfwd``).
     - ``progress``: ``True`` for a progress bar (tqdm, or text without it), or a diffrax meter.
     - ``energy``, ``momentum``: also record total energy and spatial momentum.
     - ``residual``: a function ``residual(model, q, qd)`` (constraint residuals) to record.
@@ -130,7 +131,7 @@ def _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_contr
     if stepsize_controller is None:
         # steps end on the saved times: saved states carry the solver's accuracy, not that of
         # its (lower-order) dense interpolation
-        stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol, step_ts=saveat.subs.ts)
+        stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol, step_ts=getattr(saveat.subs, "ts", None))
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(vector_field),
         diffrax.Tsit5() if solver is None else solver,
