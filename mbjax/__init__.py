@@ -62,6 +62,11 @@ from .model.topology import Topology, incidence_matrix, path_matrix, regular_lab
 from .model.mjcf import MJCFError, load_mjcf
 from .model.urdf import URDFError, load_urdf
 from .robots import bundled_model_path, example_robot_path, load_bundled, load_example_robot
+from . import plotting, simulation
+from .simulation import (
+    PD, ComputedTorque, FeedForward, PathReference, Setpoint, Trajectory, configuration_rate, joint_limit_event,
+    shard_batch, simulate, simulate_batch,
+)
 
 __version__ = "0.1.0"
 
@@ -78,4 +83,6 @@ __all__ = [
     "FloatingInertia", "GeneralizedJacobian", "base_velocity", "floating_forward_dynamics", "floating_inertia",
     "floating_inverse_dynamics", "floating_jacobians", "floating_momentum", "from_floating",
     "generalized_jacobian", "reaction_null_space", "to_floating", "FloatingComputedTorque",
+    "PD", "ComputedTorque", "FeedForward", "PathReference", "Setpoint", "Trajectory", "configuration_rate",
+    "joint_limit_event", "plotting", "shard_batch", "simulate", "simulate_batch", "simulation",
 ]

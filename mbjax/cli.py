@@ -1,14 +1,18 @@
-"""Command line interface: ``mbjax demo`` and ``mbjax info`` (also ``python -m mbjax ...``).
+"""Command line interface: ``mbjax demo``, ``mbjax simulate`` and ``mbjax info`` (also
+``python -m mbjax ...``).
 
 ``mbjax demo`` simulates the passive motion of a model (gravity, zero joint torque, optional
 joint damping) with a fixed-step semi-implicit Euler integrator -- velocity first, then
 position on the configuration manifold with :func:`mbjax.integrate` -- written as a jitted
 ``jax.lax.scan`` over :func:`mbjax.aba`, and reports the energy balance.
 
+``mbjax simulate MODEL`` integrates passive motion with :func:`mbjax.simulate` (diffrax,
+adaptive steps) and reports the energy drift.
+
 ``mbjax info`` prints a model's sizes, total mass, kinematic tree, joints, their slices of q
 and v, limits and body masses (URDF, MJCF, bundled or example-robot-data models).
 
-Both run in float64 (``jax_enable_x64`` is switched on before any model is built).
+All run in float64 (``jax_enable_x64`` is switched on before any model is built).
 """
 
 from __future__ import annotations
@@ -399,6 +403,50 @@ def cmd_demo(args) -> int:
     return 0
 
 
+SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5")
+
+
+def cmd_simulate(args) -> int:
+    """``mbjax simulate MODEL``: passive motion with :func:`mbjax.simulate` (adaptive diffrax)."""
+    import diffrax
+    import numpy as np
+
+    from .simulation import simulate
+
+    if args.duration <= 0 or args.rtol <= 0:
+        print("mbjax simulate: error: --duration and --rtol must be positive", file=sys.stderr)
+        return 2
+    if (args.plot or args.animate) and not _have_matplotlib():
+        print(f"mbjax simulate: error: --plot and --animate need matplotlib, which is not installed; {PLOT_HINT}, "
+              "or run without them.", file=sys.stderr)
+        return 1
+    model, source = load_model(args.model, args.floating_base, args.mimic)
+    print(model_summary(model, source))
+    q0, qd0 = initial_state(model, args.seed, args.amplitude)
+    solver = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8,
+              "kvaerno5": diffrax.Kvaerno5}[args.solver]()
+    print(f"simulate  {args.duration:g} s of passive motion, method {args.method!r}, diffrax {args.solver}, "
+          f"rtol = atol = {args.rtol:g}")
+    t0 = time.perf_counter()
+    traj = simulate(model, q0, qd0, 0.0, args.duration, method=args.method, solver=solver, rtol=args.rtol,
+                    atol=args.rtol, energy=True, progress=not args.quiet)
+    E = np.asarray(traj.energy)
+    wall = time.perf_counter() - t0
+    print(f"steps     {int(traj.stats['num_steps'])} ({int(traj.stats['num_rejected_steps'])} rejected), "
+          f"{wall:.2f} s wall including compilation")
+    print(f"energy    initial {E[0]:.12g} J, final {E[-1]:.12g} J, "
+          f"largest relative drift {np.abs(E - E[0]).max() / max(abs(E[0]), 1e-300):.3e}")
+    if args.plot:
+        traj.plot(args.plot, model=model)
+        print(f"plot      {os.path.abspath(args.plot)}")
+    if args.animate:
+        from .animate import animate
+
+        animate(model, traj.ts, traj.q, args.animate)
+        print(f"animation {os.path.abspath(args.animate)}")
+    return 0
+
+
 def cmd_info(args) -> int:
     model, source = load_model(args.model, args.floating_base, args.mimic, args.joint_order, args.ignore)
     print(model_summary(model, source))
@@ -445,6 +493,25 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--plot", metavar="OUT.png", help="save joint positions and energies over time (needs matplotlib)")
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.set_defaults(func=cmd_demo)
+
+    sim = sub.add_parser("simulate", help="integrate passive motion with mbjax.simulate (diffrax, adaptive steps)",
+                         description="Integrate passive motion (gravity, zero torque) from a reproducible "
+                                     "initial state with mbjax.simulate and report steps and energy drift.")
+    sim.add_argument("model", metavar="MODEL", help="bundled model (double_pendulum, quadruped), path to a .urdf, "
+                                                    "or an example-robot-data name such as panda")
+    base_options(sim)
+    sim.add_argument("--duration", type=float, default=5.0, help="simulated time in s (default: %(default)s)")
+    sim.add_argument("--method", default="aba", help="forward-dynamics method (default: %(default)s)")
+    sim.add_argument("--solver", choices=SOLVERS, default="tsit5", help="diffrax solver (default: %(default)s)")
+    sim.add_argument("--rtol", type=float, default=1e-8, help="relative = absolute tolerance (default: %(default)s)")
+    sim.add_argument("--seed", type=int, default=0, help="seed of the initial state (default: %(default)s)")
+    sim.add_argument("--amplitude", type=float, default=1.0,
+                     help="initial joint displacement (rad) and velocity scale (default: %(default)s)")
+    sim.add_argument("--plot", metavar="OUT.png", help="save positions, velocities and energy drift (needs matplotlib)")
+    sim.add_argument("--animate", metavar="OUT.gif", help="save a 3-D animation of the motion, .gif or .mp4 "
+                                                         "(needs matplotlib; .mp4 needs ffmpeg)")
+    sim.add_argument("--quiet", action="store_true", help="no progress bar")
+    sim.set_defaults(func=cmd_simulate)
 
     info = sub.add_parser("info", help="print a model's tree, joints, q/v slices, limits and masses",
                           description="Print a model's sizes, total mass, kinematic tree and joints table "

@@ -35,3 +35,21 @@ def test_bad_requests(tmp_path):
         animate(model, ts, qs, tmp_path / "a.avi")
     with pytest.raises(ValueError, match=r"qs \(T, 2\)"):
         animate(model, ts, np.zeros((3, 2)), tmp_path / "a.gif")
+
+
+def test_cli_simulate_plot_and_animate(tmp_path, capsys):
+    """``mbjax simulate MODEL --plot --animate`` writes a figure and a GIF that moves."""
+    from mbjax import cli
+
+    png, gif = tmp_path / "run.png", tmp_path / "run.gif"
+    argv = ["simulate", "double_pendulum", "--duration", "1", "--quiet", "--plot", str(png), "--animate", str(gif)]
+    assert cli.main(argv) == 0
+    assert "animation" in capsys.readouterr().out
+    assert png.stat().st_size > 0 and gif.stat().st_size > 0
+    with Image.open(gif) as im:
+        assert im.n_frames > 2
+        im.seek(0)
+        first = np.asarray(im.convert("RGB"), dtype=float)
+        im.seek(im.n_frames - 1)
+        last = np.asarray(im.convert("RGB"), dtype=float)
+    assert first.std() > 0 and np.abs(first - last).mean() > 0.1

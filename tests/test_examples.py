@@ -84,6 +84,7 @@ SCRIPTS = {
     "free_floating_planning": ([str(ROOT / "examples" / "free_floating_planning.py"), "--quick"], True, ""),
     "notebook_free_floating": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "free_floating.ipynb")], HAS_MPL,
                                "needs matplotlib"),
+    "simulate_conservation": ([str(ROOT / "examples" / "simulate_conservation.py"), "--small"], True, ""),
 }
 
 
@@ -157,6 +158,14 @@ def test_pendulum_energy_example(launched):
 def test_compare_pinocchio_example(launched):
     log = _run(launched, "compare_pinocchio")
     assert "agreement: OK" in log
+
+
+def test_simulate_conservation_example(launched):
+    log = _run(launched, "simulate_conservation")
+    drifts = [float(x) for x in re.findall(r"drift ([-+.e\d]+)", log)]
+    assert len(drifts) == 3 and max(drifts) < 1e-10, drifts
+    if HAS_MPL:
+        assert (launched.workdir / "simulate_conservation.png").stat().st_size > 0
 
 
 def test_quickstart_notebook(launched):

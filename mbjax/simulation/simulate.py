@@ -1,0 +1,152 @@
+"""``simulate``: the equations of motion integrated with diffrax."""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax.numpy as jnp
+import optimistix as optx
+
+from ..checks import check_state
+from ..configuration import normalize
+from ..model.model import Model
+from .trajectory import Trajectory, diagnose
+from .vector_field import as_dynamics, vector_field
+
+#: saved times when ``saveat`` is not given
+DEFAULT_SAVES = 201
+
+
+def progress_meter(progress):
+    """``True``: a tqdm bar (plain text lines without tqdm); ``False``: none; or a diffrax meter."""
+    if isinstance(progress, diffrax.AbstractProgressMeter):
+        return progress
+    if not progress:
+        return diffrax.NoProgressMeter()
+    try:
+        import tqdm  # noqa: F401
+    except ImportError:
+        return diffrax.TextProgressMeter(minimum_increase=0.1)
+    return diffrax.TqdmProgressMeter()
+
+
+def as_event(event, model, tol):
+    """A ``diffrax.Event`` from ``event``: an Event, or a function ``cond(t, q, qd)`` whose sign
+    change stops the run; the crossing time is located with Newton's method to ``tol``."""
+    if event is None or isinstance(event, diffrax.Event):
+        return event
+    if not callable(event):
+        raise TypeError("event must be a diffrax.Event or a function cond(t, q, qd) -> scalar")
+
+    def cond_fn(t, y, args, **kwargs):
+        q, qd = y
+        return event(t, normalize(args[0], q), qd)
+
+    return diffrax.Event(cond_fn, root_finder=optx.Newton(rtol=tol, atol=tol))
+
+
+def simulate(
+    model: Model,
+    q0,
+    qd0,
+    t0=0.0,
+    t1=1.0,
+    *,
+    tau=None,
+    method="aba",
+    f_ext=None,
+    solver: diffrax.AbstractSolver | None = None,
+    stepsize_controller: diffrax.AbstractStepSizeController | None = None,
+    rtol: float = 1e-8,
+    atol: float = 1e-8,
+    dt0=None,
+    saveat=None,
+    max_steps: int | None = 100_000,
+    event=None,
+    adjoint: diffrax.AbstractAdjoint | None = None,
+    progress=False,
+    energy: bool = False,
+    momentum: bool = False,
+    residual=None,
+) -> Trajectory:
+    """Integrate the equations of motion from ``(q0, qd0)`` at ``t0`` to ``t1``.
+
+    Solves ``d/dt (q, qd) = (G(q) qd, qdd(q, qd, tau))`` with ``diffrax.diffeqsolve``;
+    quaternions and (cos, sin) pairs stay on their manifold (see
+    :mod:`mbjax.simulation.manifold`).
+
+    **Arguments:**
+
+    - ``q0`` (nq,), ``qd0`` (nv,): initial state; ``t0``, ``t1``: start and end times.
+    - ``tau``: joint torques (nv,): ``None`` (zero), a constant array, or a controller
+      ``tau(t, q, qd)`` such as :class:`PD`, :class:`ComputedTorque`, :class:`FeedForward`
+      (pytrees: their parameters are differentiable and can be batched).
+    - ``method``: the formulation, a :func:`mbjax.forward_dynamics` method name (``"aba"``,
+      ``"crba"``) or a callable ``dynamics(model, q, qd, tau) -> qdd`` (see
+      :mod:`mbjax.simulation.vector_field`).
+    - ``f_ext``: external wrenches (nbodies, 6) in body axes, constant or ``f(t, q, qd)``.
+    - ``solver``: any diffrax solver (default ``diffrax.Tsit5()``; ``Dopri8`` for tight
+      tolerances; implicit solvers such as ``Kvaerno5`` for stiff controllers).
+    - ``stepsize_controller``: any diffrax controller (default
+      ``PIDController(rtol, atol, step_ts=<saved times>)``; ``ConstantStepSize()`` with
+      ``dt0`` for fixed steps). ``rtol``, ``atol``: tolerances of the default controller.
+    - ``saveat``: a ``diffrax.SaveAt`` or an array of times (default: 201 evenly spaced
+      times, plus the event time when ``event`` is given). With the default controller the
+      steps end on the saved times; with another controller, states between steps come from
+      the solver's dense interpolation, whose order is below the solver's.
+    - ``max_steps``: step budget (an error says so when it runs out).
+    - ``event``: stop when a condition crosses zero: a function ``cond(t, q, qd)`` (e.g.
+      :func:`joint_limit_event`) or a ``diffrax.Event``; the time is located by Newton's
+      method to ``atol``.
+    - ``adjoint``: how gradients are computed (default
+      ``diffrax.RecursiveCheckpointAdjoint()``; ``diffrax.BacksolveAdjoint(...)`` for O(1)
+      memory in the number of steps, for systems that can be integrated backwards in time
+      (not strongly damped ones); ``diffrax.ForwardMode()`` for ``jax.jvp`` / ``jax.jacfwd``).
+    - ``progress``: ``True`` for a progress bar (tqdm, or text without it), or a diffrax meter.
+    - ``energy``, ``momentum``: also record total energy and spatial momentum.
+    - ``residual``: a function ``residual(model, q, qd)`` (constraint residuals) to record.
+
+    **Returns:** a :class:`Trajectory`.
+    """
+    # times are traced arrays, so that a new duration does not recompile
+    dtype = model.dtype
+    t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
+    dt0 = None if dt0 is None else jnp.asarray(dt0, dtype)
+    rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)  # traced too
+    return _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_controller, rtol, atol, dt0,
+                     saveat, max_steps, event, adjoint, progress, energy, momentum, residual)
+
+
+@eqx.filter_jit
+def _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_controller, rtol, atol, dt0, saveat,
+              max_steps, event, adjoint, progress, energy, momentum, residual):
+    q0, qd0 = check_state(model, q0, qd=qd0)
+    dynamics = as_dynamics(method)
+    controller = jnp.zeros(model.nv, qd0.dtype) if tau is None else tau
+    if saveat is None:
+        ts = jnp.linspace(t0, t1, DEFAULT_SAVES, dtype=qd0.dtype)
+        saveat = diffrax.SaveAt(ts=ts, t1=event is not None)
+    elif not isinstance(saveat, diffrax.SaveAt):
+        saveat = diffrax.SaveAt(ts=jnp.asarray(saveat, qd0.dtype))
+    if stepsize_controller is None:
+        # steps end on the saved times: saved states carry the solver's accuracy, not that of
+        # its (lower-order) dense interpolation
+        stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol, step_ts=getattr(saveat.subs, "ts", None))
+    sol = diffrax.diffeqsolve(
+        diffrax.ODETerm(vector_field),
+        diffrax.Tsit5() if solver is None else solver,
+        t0,
+        t1,
+        dt0,
+        (q0, qd0),
+        args=(model, dynamics, controller, f_ext),
+        saveat=saveat,
+        stepsize_controller=stepsize_controller,
+        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
+        event=as_event(event, model, atol),
+        max_steps=max_steps,
+        progress_meter=progress_meter(progress),
+    )
+    q, qd = sol.ys
+    fields = diagnose(model, sol.ts, q, qd, energy, momentum, residual)
+    return Trajectory(**fields, event=None if event is None else sol.event_mask, stats=sol.stats)

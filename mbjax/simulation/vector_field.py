@@ -1,0 +1,61 @@
+"""The right-hand side of the equations of motion as a diffrax vector field, and the hook
+through which any formulation of the dynamics plugs into :func:`mbjax.simulate`.
+
+**The dynamics hook.** ``simulate(..., method=...)`` accepts
+
+- a string: any ``method`` of :func:`mbjax.forward_dynamics` (``"aba"``, ``"crba"``, ...);
+- a callable ``dynamics(model, q, qd, tau) -> qdd`` (nv,): another formulation (e.g. a
+  free-floating momentum form, or constrained dynamics with stabilisation). It is called
+  with a normalised q; when ``simulate`` is given ``f_ext`` it is passed on as the keyword
+  ``f_ext=`` (nbodies, 6). Make it an ``eqx.Module`` (or a plain function) so that its
+  array parameters are differentiated and batched like the model's.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+
+from ..configuration import normalize
+from ..dynamics.terms import forward_dynamics
+from .manifold import configuration_rate
+
+
+class ForwardDynamics(eqx.Module):
+    """:func:`mbjax.forward_dynamics` with a fixed ``method``, as a dynamics hook."""
+
+    method: str = eqx.field(static=True, default="aba")
+
+    def __call__(self, model, q, qd, tau, f_ext=None):
+        return forward_dynamics(model, q, qd, tau, f_ext, method=self.method)
+
+
+def as_dynamics(method):
+    """The dynamics hook for ``method`` (a forward-dynamics method name or a callable)."""
+    if isinstance(method, str):
+        return ForwardDynamics(method)
+    if callable(method):
+        return method
+    raise TypeError(
+        f"method must be a forward_dynamics method name such as 'aba' or 'crba', or a callable "
+        f"dynamics(model, q, qd, tau) -> qdd; got {type(method).__name__}"
+    )
+
+
+def evaluate(fn, t, q, qd):
+    """``fn(t, q, qd)`` for a callable (controller, external wrench), ``fn`` for a constant."""
+    return fn(t, q, qd) if callable(fn) else fn
+
+
+def vector_field(t, y, args):
+    """d/dt (q, qd) = (G(q) qd, dynamics(model, normalize(q), qd, tau(t, q, qd))).
+
+    ``args = (model, dynamics, controller, f_ext)``; the controller and ``f_ext`` are arrays
+    or callables of ``(t, q, qd)`` (``None`` for no external wrench).
+    """
+    model, dynamics, controller, f_ext = args
+    q, qd = y
+    qn = normalize(model, q)
+    tau = evaluate(controller, t, qn, qd)
+    kwargs = {} if f_ext is None else {"f_ext": evaluate(f_ext, t, qn, qd)}
+    qdd = dynamics(model, qn, qd, tau, **kwargs)
+    return configuration_rate(model, q, qd), qdd
