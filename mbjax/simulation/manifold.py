@@ -17,6 +17,9 @@ How mbjax integrates quaternions and (cos, sin) pairs with an ordinary ODE solve
 3. **Projection on output.** Every saved configuration is ``normalize(q)``: the returned
    trajectory lies on the manifold to rounding (|norm - 1| ~ 1e-16), by construction.
 
+Measured on a free-floating 7-joint arm: the internal norm drifts by 6e-13 over 20 s at
+tolerance 1e-12 and 9e-8 over 100 s at 1e-6, with no effect on the motion.
+
 Nothing is distorted: the projected solution solves the true equations of motion on the
 manifold; the only error is the solver's (controlled by its tolerance), and no stabilisation
 gain has to be tuned.
