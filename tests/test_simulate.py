@@ -281,3 +281,21 @@ def test_bad_input_errors():
         simulate(model, jnp.zeros(2), jnp.zeros(3))
     with pytest.raises(TypeError, match="method must be"):
         simulate(model, jnp.zeros(2), jnp.zeros(2), method=3)
+
+
+def test_joint_damping_and_springs_act():
+    """A damped joint spring (no gravity) decays as the closed-form oscillator
+    I q'' + d q' + k (q - q_ref) = 0 says."""
+    inertia, d, k, q_ref = 0.5, 0.3, 2.0, 0.2
+    b = mbjax.ModelBuilder("oscillator", gravity=(0.0, 0.0, 0.0))
+    b.add_body("wheel", joint="revolute", axis=(0, 0, 1), mass=1.0, inertia=np.diag([0.3, 0.3, inertia]),
+               damping=d, stiffness=k, spring_reference=q_ref)
+    model = b.build()
+    ts = jnp.linspace(0.0, 3.0, 7)
+    traj = simulate(model, jnp.array([1.0]), jnp.zeros(1), 0.0, 3.0, rtol=1e-11, atol=1e-11, saveat=ts)
+    zeta, w0 = d / (2 * np.sqrt(k * inertia)), np.sqrt(k / inertia)
+    wd = w0 * np.sqrt(1 - zeta**2)
+    t = np.asarray(ts)
+    x0 = 1.0 - q_ref
+    exact = q_ref + x0 * np.exp(-zeta * w0 * t) * (np.cos(wd * t) + zeta * w0 / wd * np.sin(wd * t))
+    np.testing.assert_allclose(np.asarray(traj.q[:, 0]), exact, rtol=0, atol=1e-8)

@@ -30,5 +30,10 @@ def passive_forces(model: Model, q, qd):
     **Returns:** the passive generalized force (nv,).
     """
     q, qd = check_state(model, q, qd=qd)
+    return passive_forces_from(model, q, qd)
+
+
+def passive_forces_from(model: Model, q, qd):
+    """:func:`passive_forces` without input checks (for the simulation's vector field)."""
     displacement = difference(model, model.spring_reference.astype(q.dtype), q)
     return -model.stiffness * displacement - model.damping * qd

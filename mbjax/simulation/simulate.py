@@ -80,7 +80,8 @@ def simulate(
     - ``q0`` (nq,), ``qd0`` (nv,): initial state; ``t0``, ``t1``: start and end times.
     - ``tau``: joint torques (nv,): ``None`` (zero), a constant array, or a controller
       ``tau(t, q, qd)`` such as :class:`PD`, :class:`ComputedTorque`, :class:`FeedForward`
-      (pytrees: their parameters are differentiable and can be batched).
+      (pytrees: their parameters are differentiable and can be batched). The model's joint
+      springs and dampers (:func:`mbjax.passive_forces`, e.g. from MJCF) are added to it.
     - ``method``: the formulation, a :func:`mbjax.forward_dynamics` method name (``"aba"``,
       ``"crba"``) or a callable ``dynamics(model, q, qd, tau) -> qdd`` (see
       :mod:`mbjax.simulation.vector_field`).

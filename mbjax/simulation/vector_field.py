@@ -16,6 +16,7 @@ from __future__ import annotations
 import equinox as eqx
 
 from ..configuration import normalize
+from ..dynamics.passive import passive_forces_from
 from ..dynamics.terms import forward_dynamics
 from .manifold import configuration_rate
 
@@ -47,7 +48,8 @@ def evaluate(fn, t, q, qd):
 
 
 def vector_field(t, y, args):
-    """d/dt (q, qd) = (G(q) qd, dynamics(model, normalize(q), qd, tau(t, q, qd))).
+    """d/dt (q, qd) = (G(q) qd, dynamics(model, normalize(q), qd, tau(t, q, qd) + tau_passive)),
+    with ``tau_passive`` the model's joint springs and dampers (:func:`mbjax.passive_forces`).
 
     ``args = (model, dynamics, controller, f_ext)``; the controller and ``f_ext`` are arrays
     or callables of ``(t, q, qd)`` (``None`` for no external wrench).
@@ -55,7 +57,8 @@ def vector_field(t, y, args):
     model, dynamics, controller, f_ext = args
     q, qd = y
     qn = normalize(model, q)
-    tau = evaluate(controller, t, qn, qd)
+    # the joints' springs and dampers (from MJCF or URDF <dynamics>) act in every simulation
+    tau = evaluate(controller, t, qn, qd) + passive_forces_from(model, qn, qd)
     kwargs = {} if f_ext is None else {"f_ext": evaluate(f_ext, t, qn, qd)}
     qdd = dynamics(model, qn, qd, tau, **kwargs)
     return configuration_rate(model, q, qd), qdd
