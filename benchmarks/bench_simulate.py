@@ -110,6 +110,7 @@ def scipy_pinocchio(model, pm, floating, q0, qd0, gains, duration, tol, t_eval):
     nq, nv = model.nq, model.nv
     q_ref = mbjax.to_pinocchio_configuration(model, mbjax.neutral(model))
     kp, kd = OMEGA**2 * gains, 2 * ZETA * OMEGA * gains
+    damping = np.asarray(model.damping)  # the URDF's joint damping, which mbjax.simulate applies
 
     def rhs(t, y):
         q, v = y[:nq].copy(), y[nq:]
@@ -126,7 +127,7 @@ def scipy_pinocchio(model, pm, floating, q0, qd0, gains, duration, tol, t_eval):
         else:
             qdot[:] = v
             e = q_ref - q
-        tau = kp * e - kd * v
+        tau = kp * e - kd * v - damping * v
         return np.concatenate([qdot, pin.aba(pm, data, q, v, tau)])
 
     y0 = np.concatenate([mbjax.to_pinocchio_configuration(model, q0), np.asarray(qd0)])

@@ -167,7 +167,10 @@ def test_joint_limit_event_time():
 def test_accuracy_against_tight_reference(name):
     """Posture control (PD on the actuated joints, gains scaled by the joint inertias; talos
     falls freely meanwhile): the solution at rtol = atol = 1e-6 is within 1e-5 of a 1e-12
-    reference, measured as the step-size controller does, |y - y_ref| / (1 + |y_ref|)."""
+    reference, measured as the step-size controller does, |y - y_ref| / (1 + |y_ref|).
+
+    The URDFs' joint damping acts (talos: 1 N m s/rad on light joints, a stiff term); there
+    Tsit5 at 1e-6 is 1.4e-5 from the reference and Dopri8 7.9e-7, so the check uses Dopri8."""
     model = mbjax.load_example_robot(name)
     floating = model.joint_types[0] == "free"
     q_ref = mbjax.neutral(model)
@@ -176,7 +179,8 @@ def test_accuracy_against_tight_reference(name):
     q0 = mbjax.integrate(model, q_ref, 0.3 * jax.random.normal(jax.random.PRNGKey(2), (model.nv,)))
     qd0 = jax.random.normal(jax.random.PRNGKey(3), (model.nv,))
     ts = jnp.linspace(0.0, 1.0, 11)
-    runs = [simulate(model, q0, qd0, 0.0, 1.0, tau=pd, rtol=tol, atol=tol, saveat=ts) for tol in (1e-6, 1e-12)]
+    runs = [simulate(model, q0, qd0, 0.0, 1.0, tau=pd, rtol=tol, atol=tol, saveat=ts, solver=diffrax.Dopri8())
+            for tol in (1e-6, 1e-12)]
     for x, x_ref in ((runs[0].q, runs[1].q), (runs[0].qd, runs[1].qd)):
         err = np.abs(np.asarray(x - x_ref)) / (1.0 + np.abs(np.asarray(x_ref)))
         assert err.max() <= 1e-5, err.max()
