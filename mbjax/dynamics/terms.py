@@ -12,6 +12,8 @@ from .. import spatial
 from ..checks import check_state
 from ..kinematics import body_velocities_from, center_of_mass_from, tree_kinematics
 from ..model.model import Model
+from ..formulations.dynamics import METHODS as MAXIMAL_METHODS
+from ..formulations.dynamics import forward_dynamics_maximal
 from .aba import aba_from
 from .bodies import external_forces_or_zero, world_inertias
 from .crba import mass_matrix_from, momentum_matrix_from
@@ -39,6 +41,8 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
 
     ``method="aba"``: articulated-body algorithm, O(n). ``method="crba"``: mass matrix by CRBA,
     bias by RNEA, then a Cholesky solve, O(n^3) but with fewer sequential steps.
+    ``method="kkt" | "sparse_kkt" | "schur" | "barycentric"``: Mufti's maximal-coordinate
+    formulations (``mbjax.formulations``; no armature).
     """
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
     tk = tree_kinematics(model, q)
@@ -48,7 +52,9 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
         M = mass_matrix_from(model, tk)
         h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
         return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), tau - h)
-    raise ValueError(f"unknown method {method!r}; use 'aba' or 'crba'")
+    if method in MAXIMAL_METHODS:
+        return forward_dynamics_maximal(model, q, qd, tau, f_ext, method)
+    raise ValueError(f"unknown method {method!r}; use one of {('aba', 'crba') + MAXIMAL_METHODS}")
 
 
 @eqx.filter_jit
