@@ -130,17 +130,23 @@ def _unit(v):
     return v / jnp.sqrt(jnp.where(n2 > 0, n2, 1.0))
 
 
-def _complement(a1, a2, k):
+def _complement(a1, a2, k, R, a1_world, a2_world):
     """Orthonormal basis (nb, 3, 3) (columns, zero padded) of the complement of the first
-    ``k[i]`` (static) of the directions a1, a2 in R^3."""
+    ``k[i]`` (static) of the directions a1, a2 in R^3.
+
+    a1, a2 are given in the child frame, whose orientation is R, and the basis turns with the
+    child (then Remark 4's velocity-level stabilisation is exact, see ``newton_euler``); two
+    directions (a universal joint: one turns with the parent) are crossed in world axes.
+    """
     eye = jnp.eye(3, dtype=a1.dtype)
     # k = 1: the coordinate axis least aligned with a1, made orthogonal to it, and a1 x that
     e = jax.nn.one_hot(jnp.argmin(jnp.abs(a1), -1), 3, dtype=a1.dtype)
     b1 = _unit(e - jnp.sum(e * a1, -1, keepdims=True) * a1)
-    one = jnp.stack([b1, jnp.cross(a1, b1), jnp.zeros_like(b1)], -1)
-    two = jnp.stack([_unit(jnp.cross(a1, a2)), jnp.zeros_like(b1), jnp.zeros_like(b1)], -1)
+    z = jnp.zeros_like(b1)
+    one = spatial.matmul(R, jnp.stack([b1, jnp.cross(a1, b1), z], -1))
+    two = jnp.stack([_unit(jnp.cross(a1_world, a2_world)), z, z], -1)
     k = np.asarray(k)[:, None, None]
-    return jnp.where(k == 0, eye, jnp.where(k == 1, one, jnp.where(k == 2, two, 0.0)))
+    return jnp.where(k == 0, R, jnp.where(k == 1, one, jnp.where(k == 2, two, 0.0)))
 
 
 def _active_rows(n_lin, n_ang):
@@ -192,10 +198,11 @@ def newton_euler(model: Model, state: MaximalState, tau, f_ext=None, base=None, 
     Rrow = jnp.where(on_parent[..., None, None], Rj[:, None], R[:, None])  # (nb, w, 3, 3)
     S = jnp.concatenate([jnp.einsum("nwij,nwj->nwi", Rrow, S0[..., :3]),
                          jnp.einsum("nwij,nwj->nwi", Rrow, S0[..., 3:])], -1)
-    rows = lambda idx, part: jnp.take_along_axis(S[..., part], idx[:, :, None], 1)  # noqa: E731
-    Sl, Sa = rows(lin, slice(0, 3)), rows(ang, slice(3, 6))
-    Ql = _complement(Sl[:, 0], Sl[:, 1], n_lin)  # Remark 5
-    Qa = _complement(Sa[:, 0], Sa[:, 1], n_ang)  # Eq. 44
+    rows = lambda X, idx, part: jnp.take_along_axis(X[..., part], idx[:, :, None], 1)  # noqa: E731
+    Sl, Sa = rows(S, lin, slice(0, 3)), rows(S, ang, slice(3, 6))
+    S0l, S0a = rows(S0, lin, slice(0, 3)), rows(S0, ang, slice(3, 6))
+    Ql = _complement(S0l[:, 0], S0l[:, 1], n_lin, R, Sl[:, 0], Sl[:, 1])  # Remark 5
+    Qa = _complement(S0a[:, 0], S0a[:, 1], n_ang, R, Sa[:, 0], Sa[:, 1])  # Eq. 44
     z = jnp.zeros_like(Ql)
     Q = jnp.concatenate([jnp.concatenate([Ql, z], -1), jnp.concatenate([z, Qa], -1)], -2)
     # the hinge point as seen from the parent: its joint frame origin, slid along the joint's
@@ -223,7 +230,14 @@ def newton_euler(model: Model, state: MaximalState, tau, f_ext=None, base=None, 
     on_base = (parent == nb)[:, None]
     shift = jnp.concatenate([jnp.cross(state.omega, state.r_dot)
                              - jnp.cross(take(w_ext, parent), take(rd_ext, parent)), jnp.zeros((nb, 3), dtype)], -1)
-    rhs = c + shift + jnp.where(on_base, phi(lever_parent, jnp.broadcast_to(x_base, (nb, 6))), 0.0)
+    rhs = c + shift
+    # joints that lock translation: the hinge points are fixed in both bodies and Eq. (9)'s
+    # centripetal terms are the exact second derivative, on the constraint manifold (where
+    # they equal the line above) and off it (which keeps Remark 4 exact for Eq. 8)
+    centripetal = lambda w_, l: jnp.cross(w_, jnp.cross(w_, l))  # noqa: E731
+    locked = centripetal(take(w_ext, parent), lever_parent) - centripetal(state.omega, lever_child)
+    rhs = rhs.at[:, :3].set(jnp.where((n_lin == 0)[:, None], locked, rhs[:, :3]))
+    rhs = rhs + jnp.where(on_base, phi(lever_parent, jnp.broadcast_to(x_base, (nb, 6))), 0.0)
     gamma = jnp.einsum("nik,ni->nk", Q, rhs)
     # Remark 4: xi along the locked translations, v = Q^T vJ along all locked directions
     xi = jnp.concatenate([xi_lin, jnp.zeros((nb, 3), dtype)], -1)
