@@ -86,7 +86,8 @@ def solve_barycentric(model: Model, ne: NewtonEuler, state: MaximalState, base):
     wwd = jnp.cross(w[None], jnp.cross(w[None], d))  # omega_k x (omega_k x d_ik)
     l0 = ne.lever_parent[root]
     a_in = base.acceleration + jnp.cross(base.omega_dot, l0) + jnp.cross(base.omega, jnp.cross(base.omega, l0))
-    r_hat = jnp.sum(wwd, 1) + jnp.where(free[:, None], 0.0, a_in)
+    # (plus Remark 4's stabilisation of every hinge on the path, zero unless alpha, beta > 0)
+    r_hat = jnp.sum(wwd, 1) + jnp.where(free[:, None], 0.0, a_in) + A @ ne.stabilization[:, :3]
 
     # barycentric projection mu (Eq. 26) on free-floating subtrees
     same = jnp.asarray((root[:, None] == root[None, :]) & free[:, None], dtype)
@@ -104,7 +105,7 @@ def solve_barycentric(model: Model, ne: NewtonEuler, state: MaximalState, base):
         jc, rc = np.asarray([c[0] for c in cols]), np.asarray([c[1] for c in cols])
         P = ne.S[jc, rc, 3:]  # (ncols, 3): rotation axes, world
         Wm = (A[:, jc][:, None, :] * P.T[None]).reshape(3 * nb, -1)
-        w0 = (base.omega_dot + A @ ne.c[:, 3:]).reshape(-1)
+        w0 = (base.omega_dot + A @ (ne.c[:, 3:] + ne.stabilization[:, 3:])).reshape(-1)
         chol = jax.scipy.linalg.cho_factor(Wm.T @ K @ Wm)
         omega_dot = Wm @ jax.scipy.linalg.cho_solve(chol, Wm.T @ (u_bar - K @ w0)) + w0
     else:

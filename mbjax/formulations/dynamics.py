@@ -19,21 +19,21 @@ from .sparse_kkt import solve_sparse_kkt
 METHODS = ("kkt", "sparse_kkt", "schur", "barycentric")
 
 
-def _check_model(model: Model):
-    joint_tables(model)  # unsupported joint types: a clear error at trace time
-    armature = eqx.error_if(
-        model.armature, jnp.any(model.armature != 0),
+def _check_model(model: Model, tau):
+    """Unsupported joint types: an error at trace time; armature: at run time (through tau)."""
+    joint_tables(model)
+    return eqx.error_if(
+        tau, jnp.any(model.armature != 0),
         "the maximal-coordinate methods model rigid bodies only: joint armature (rotor inertia) "
         "is not supported. Set model.armature to zero, or use method='aba' or 'crba'",
     )
-    return eqx.tree_at(lambda m: m.armature, model, armature)
 
 
 def solve(model: Model, state: MaximalState, tau, f_ext=None, base=None, method="sparse_kkt", alpha=0.0, beta=0.0):
     """:func:`maximal_dynamics` without input checks."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; use one of {METHODS}")
-    model = _check_model(model)
+    tau = _check_model(model, tau)
     base = base_or_fixed(base, state.r.dtype)
     ne = newton_euler(model, state, tau, f_ext, base, alpha, beta)
     if method == "kkt":

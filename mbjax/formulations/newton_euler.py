@@ -76,6 +76,7 @@ class NewtonEuler(NamedTuple):
     gamma: jax.Array  # (nb, 6) right-hand side of the constraint rows (base motion included)
     actuation: jax.Array  # (nb, 6) w_j, actuator wrench on the child at the hinge
     c: jax.Array  # (nb, 6) velocity-product acceleration of each joint at its hinge
+    stabilization: jax.Array  # (nb, 6) Remark 4's change of gamma, as a relative acceleration
     x_base: jax.Array  # (6,) prescribed (acceleration, angular acceleration) of the base
     v_hinge: jax.Array  # (nb, 6) relative spatial velocity child - parent at the hinge
     xi: jax.Array  # (nb, 6) separation of the hinge points along the locked translations
@@ -238,10 +239,10 @@ def newton_euler(model: Model, state: MaximalState, tau, f_ext=None, base=None, 
     locked = centripetal(take(w_ext, parent), lever_parent) - centripetal(state.omega, lever_child)
     rhs = rhs.at[:, :3].set(jnp.where((n_lin == 0)[:, None], locked, rhs[:, :3]))
     rhs = rhs + jnp.where(on_base, phi(lever_parent, jnp.broadcast_to(x_base, (nb, 6))), 0.0)
-    gamma = jnp.einsum("nik,ni->nk", Q, rhs)
+    gamma0 = jnp.einsum("nik,ni->nk", Q, rhs)
     # Remark 4: xi along the locked translations, v = Q^T vJ along all locked directions
     xi = jnp.concatenate([xi_lin, jnp.zeros((nb, 3), dtype)], -1)
-    gamma = baumgarte(gamma, jnp.einsum("nik,ni->nk", Q, vJ), xi, alpha, beta)
+    gamma = baumgarte(gamma0, jnp.einsum("nik,ni->nk", Q, vJ), xi, alpha, beta)
 
     # actuators: w_j = S^T (S S^T)^-1 tau_j on the child, -w_j on the parent
     tau_rows = gather_dofs(tau, dofs)
@@ -252,7 +253,7 @@ def newton_euler(model: Model, state: MaximalState, tau, f_ext=None, base=None, 
     return NewtonEuler(
         M=M, u=u, u_total=u_total, lever_child=lever_child, lever_parent=lever_parent, hinge=o, S=S,
         gram=gram, Q=Q, G_child=-_blocks(lever_child, Q), G_parent=_blocks(lever_parent, Q), gamma=gamma,
-        actuation=wa, c=c, x_base=x_base, v_hinge=vJ, xi=xi, active=_active_rows(n_lin, n_ang), parent=parent,
+        actuation=wa, c=c, stabilization=jnp.einsum("nik,nk->ni", Q, gamma - gamma0), x_base=x_base, v_hinge=vJ, xi=xi, active=_active_rows(n_lin, n_ang), parent=parent,
         dofs=dofs, nv=topo.nv,
     )
 
