@@ -66,9 +66,10 @@ def tree(shape: str, n: int) -> mbjax.Model:
     for k in range(n):
         parent = None if k == 0 else f"b{k - 1 if shape == 'chain' else (k - 1) // 2}"
         axis = rng.normal(size=3)
+        d = rng.uniform(0.01, 0.03, 3)  # principal moments (d2 + d3, d1 + d3, d1 + d2): physical
         b.add_body(f"b{k}", parent=parent, joint="revolute", axis=axis / np.linalg.norm(axis),
                    translation=rng.uniform(-0.3, 0.3, 3), mass=rng.uniform(0.5, 2.0),
-                   com=rng.uniform(-0.1, 0.1, 3), inertia=np.diag(rng.uniform(0.02, 0.05, 3)))
+                   com=rng.uniform(-0.1, 0.1, 3), inertia=np.diag([d[1] + d[2], d[0] + d[2], d[0] + d[1]]))
     return b.build()
 
 
@@ -124,6 +125,9 @@ def main(argv=None):
         compile_s = time.perf_counter() - t0
         med, best = bench(lambda: fd(model, q, qd, tau, method=method).block_until_ready(), args.max_time)
         rows.append(dict(shape=shape, n=n, method=method, median_s=med, min_s=best, first_call_s=compile_s))
+        if tqdm is None:  # progress without tqdm
+            print(f"[{len(rows)}/{len(jobs)}] {shape:6s} n={n:<4d} {method:12s} {best * 1e6:10.1f} us "
+                  f"(first call {compile_s:.1f} s)", flush=True)
     # accuracy check on the way: every method agrees with aba
     for (shape, n), (model, q, qd, tau) in models.items():
         ref = fd(model, q, qd, tau, method="aba")

@@ -8,6 +8,7 @@ from .configuration import difference, integrate, neutral, normalize, random_con
 from .dynamics.aba import aba
 from .dynamics.crba import crba
 from .dynamics.rnea import rnea
+from . import formulations
 from .dynamics.terms import (
     centroidal_momentum_matrix,
     forward_dynamics,
@@ -35,6 +36,16 @@ from .model.model import Model
 from .model.topology import Topology, incidence_matrix, path_matrix, regular_labeling
 from .model.urdf import URDFError, load_urdf
 from .robots import bundled_model_path, example_robot_path, load_bundled, load_example_robot
+from .formulations import (
+    MaximalSolution,
+    MaximalState,
+    PrescribedBase,
+    constraint_violation,
+    joint_state,
+    maximal_dynamics,
+    maximal_state,
+    maximal_state_derivative,
+)
 
 __version__ = "0.1.0"
 
@@ -45,4 +56,6 @@ __all__ = [
     "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "incidence_matrix",
     "integrate", "kinetic_energy", "momentum", "neutral", "nonlinear_effects", "normalize", "path_matrix",
     "potential_energy", "random_configuration", "regular_labeling", "rnea", "spatial",
+    "formulations", "MaximalSolution", "MaximalState", "PrescribedBase", "constraint_violation", "joint_state",
+    "maximal_dynamics", "maximal_state", "maximal_state_derivative",
 ]

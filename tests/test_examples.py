@@ -76,6 +76,7 @@ SCRIPTS = {
     "notebook": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "quickstart.ipynb")], HAS_ERD,
                  "needs example-robot-data"),
     "readme": (["-c", README_RUNNER, str(ROOT / "README.md")], True, ""),
+    "maximal_coordinates_drift": ([str(ROOT / "examples" / "maximal_coordinates_drift.py"), "--quick"], True, ""),
 }
 
 
@@ -149,6 +150,14 @@ def test_pendulum_energy_example(launched):
 def test_compare_pinocchio_example(launched):
     log = _run(launched, "compare_pinocchio")
     assert "agreement: OK" in log
+
+
+def test_maximal_coordinates_drift_example(launched):
+    log = _run(launched, "maximal_coordinates_drift")
+    drift = [float(x) for x in re.findall(r"hinge separation (\S+) m", log)]
+    assert len(drift) == 2 and drift[1] < drift[0]  # Baumgarte keeps the hinges together
+    if HAS_MPL:
+        assert (launched.workdir / "maximal_coordinates_drift.png").stat().st_size > 0
 
 
 def test_quickstart_notebook(launched):

@@ -14,7 +14,8 @@ and eliminating lambda_i updates the parent:
 At the roots the parent is the base, whose motion is already in gamma (Remark 3). Back down:
 lambda_i from x_p, then x_i. This is the articulated-body recursion written in Mufti's
 maximal coordinates: A_i is body i's articulated inertia (at its CoM), and the sparsity pattern
-(which block meets which) is static, so each level is a handful of batched 6 x 6 operations.
+(which block meets which) is static, so each level is a handful of batched 6 x 6 operations
+(two batched solves with several right-hand sides each, see ``_eliminate``).
 """
 
 from __future__ import annotations
@@ -28,26 +29,25 @@ from ..model.tree import take
 from .newton_euler import NewtonEuler
 
 
-def _eliminate(A, u, Gc, gamma, pad):
-    """Leaves-to-root step for a batch of bodies: A^-1, N^-1, rho and A^-1 G_ii."""
-    Ainv = jnp.linalg.inv(A)
-    Y = jnp.einsum("nij,njk->nik", Ainv, Gc)
+def _eliminate(A, u, Gc, Gp, gamma, pad):
+    """Leaves-to-root step for a batch of bodies (two batched solves).
+
+    (Y, a) = A^-1 (G_ii, u~);  N = G_ii^T Y;  rho = gamma + G_ii^T a;
+    (Z_G, z) = N^-1 (G_pi^T, rho); the parent receives (G_pi Z_G, -G_pi z).
+    """
+    Ya = jnp.linalg.solve(A, jnp.concatenate([Gc, u[..., None]], -1))
+    Y, a = Ya[..., :6], Ya[..., 6]
     N = jnp.einsum("nji,njk->nik", Gc, Y) + jax.vmap(jnp.diag)(pad)
-    rho = gamma + jnp.einsum("nji,nj->ni", Y, u)  # Y^T u = G^T A^-1 u (A symmetric)
-    return Ainv, Y, jnp.linalg.inv(N), rho
+    rho = gamma + jnp.einsum("nji,nj->ni", Gc, a)
+    Z = jnp.linalg.solve(N, jnp.concatenate([jnp.swapaxes(Gp, -1, -2), rho[..., None]], -1))
+    up = jnp.einsum("nij,njk->nik", Gp, Z)
+    return (up[..., :6], -up[..., 6]), (Y, a, Z)
 
 
-def _parent_update(Gp, Ninv, rho):
-    """What a joint passes to its parent: (G_pi N^-1 G_pi^T, -G_pi N^-1 rho)."""
-    GN = jnp.einsum("nij,njk->nik", Gp, Ninv)
-    return jnp.einsum("nij,nkj->nik", GN, Gp), -jnp.einsum("nij,nj->ni", GN, rho)
-
-
-def _back(x_parent, Gp, Ainv, Y, Ninv, rho, u):
-    """Root-to-leaves step: lambda = -N^-1 (rho + G_pi^T x_p), x = A^-1 u~ + Y lambda."""
-    lam = -jnp.einsum("nij,nj->ni", Ninv, rho + jnp.einsum("nji,nj->ni", Gp, x_parent))
-    x = jnp.einsum("nij,nj->ni", Ainv, u) + jnp.einsum("nij,nj->ni", Y, lam)
-    return x, lam
+def _back(x_parent, Y, a, Z):
+    """Root-to-leaves step: lambda = -N^-1 (rho + G_pi^T x_p) = -(z + Z_G x_p), x = a + Y lambda."""
+    lam = -(Z[..., 6] + jnp.einsum("nij,nj->ni", Z[..., :6], x_parent))
+    return a + jnp.einsum("nij,nj->ni", Y, lam), lam
 
 
 def _body_order(model: Model):
@@ -72,36 +72,31 @@ def solve_sparse_kkt(model: Model, ne: NewtonEuler):
     P = jnp.asarray(sw.parent, dtype)
     W = P.shape[-1] if P.size else len(sw.root.bodies)
 
-    def backward(acc, body):
-        A, ub = take(M, body) + acc[0], take(u, body) + acc[1]
-        Ainv, Y, Ninv, rho = _eliminate(A, ub, take(Gc, body), take(gamma, body), take(pad, body))
-        dA, du = _parent_update(take(Gp, body), Ninv, rho)
-        return (dA, du), (Ainv, Y, Ninv, rho, ub)
-
-    def send_up(carry, parent):
-        return (jnp.einsum("kj,k...->j...", parent, carry[0]), jnp.einsum("kj,k...->j...", parent, carry[1]))
+    # per-level data gathered once, outside the sweeps
+    levels = [take(X, sw.body) for X in (M, u, Gc, Gp, gamma, pad)]
 
     def backward_level(acc, xs):
-        body, parent = xs
-        up, saved = backward(acc, body)
-        return send_up(up, parent), saved
+        (Ml, ul, Gcl, Gpl, gl, pl), parent = xs
+        up, saved = _eliminate(Ml + acc[0], ul + acc[1], Gcl, Gpl, gl, pl)
+        return (jnp.einsum("kj,k...->j...", parent, up[0]), jnp.einsum("kj,k...->j...", parent, up[1])), saved
 
     zero = (jnp.zeros((W, 6, 6), dtype), jnp.zeros((W, 6), dtype))
-    acc, saved = jax.lax.scan(backward_level, zero, (sw.body, P), reverse=True)
+    acc, saved = jax.lax.scan(backward_level, zero, (levels, P), reverse=True)
 
     # the roots: their parent is the base, already in gamma
     root = sw.root
-    n0 = len(root.bodies)
-    _, (Ainv, Y, Ninv, rho, ub) = backward((acc[0][:n0], acc[1][:n0]), np.asarray(root.bodies, np.int32))
-    x0, lam0 = _back(jnp.zeros((n0, 6), dtype), jnp.zeros((n0, 6, 6), dtype), Ainv, Y, Ninv, rho, ub)
+    n0, rb = len(root.bodies), np.asarray(root.bodies, np.int32)
+    _, (Y, a, Z) = _eliminate(take(M, rb) + acc[0][:n0], take(u, rb) + acc[1][:n0], take(Gc, rb), take(Gp, rb),
+                              take(gamma, rb), take(pad, rb))
+    x0, lam0 = _back(jnp.zeros((n0, 6), dtype), Y, a, Z)
 
     def forward(x_prev, xs):
-        body, parent, (Ainv, Y, Ninv, rho, ub) = xs
-        x, lam = _back(parent @ x_prev, take(Gp, body), Ainv, Y, Ninv, rho, ub)
+        parent, (Y, a, Z) = xs
+        x, lam = _back(parent @ x_prev, Y, a, Z)
         return x, (x, lam)
 
     x_init = jnp.zeros((W, 6), dtype).at[:n0].set(x0)
-    _, (xs, lams) = jax.lax.scan(forward, x_init, (sw.body, P, saved))
+    _, (xs, lams) = jax.lax.scan(forward, x_init, (P, saved))
     order = _body_order(model)
     x = take(jnp.concatenate([x0, xs.reshape(-1, 6)]), order)
     lam = take(jnp.concatenate([lam0, lams.reshape(-1, 6)]), order)
