@@ -55,7 +55,7 @@ from random_models import (
 )
 
 RTOL = 1e-9
-BATCH = 6
+BATCH = 4
 ALL = ("kkt", "sparse_kkt", "schur", "barycentric")
 TRANSLATING = ("kkt", "sparse_kkt", "schur")  # barycentric needs joints that lock translation
 
@@ -114,10 +114,9 @@ def _check_solution(sol, o, what):
 
 
 FIXED_CASES = [
-    ("ball-universal-pin-prismatic", ("spherical", "universal", "revolute", "continuous", "prismatic"), TRANSLATING),
+    ("every joint type, free root",
+     ("spherical", "universal", "revolute", "continuous", "prismatic", "cylindrical", "planar"), TRANSLATING),
     ("ball-universal-pin", ("spherical", "universal", "revolute", "continuous"), ALL),
-    ("ball only", ("spherical",), ALL),
-    ("cylindrical-planar-free root", ("cylindrical", "planar", "revolute"), TRANSLATING),
 ]
 
 
@@ -125,7 +124,7 @@ FIXED_CASES = [
 def test_fixed_base_matches_aba_and_rnea(name, joints, methods):
     """qdd == aba, body accelerations == d/dt maximal_state, hinge wrenches == RNEA's, for every
     method, on a batch of random trees (random gravity, torques, external wrenches)."""
-    spec = _spec(9, joints, seed=len(name), root_free=name.endswith("free root"))
+    spec = _spec(len(joints) + 2, joints, seed=len(name), root_free=name.endswith("free root"))
     rng = np.random.default_rng(spec.seed)
     g = rng.normal(size=(BATCH, 3))
     g[0] = 0.0
@@ -206,7 +205,7 @@ MOVING_CASES = [
 def test_moving_base_matches_joint_space(name, joints, methods):
     """Remark 3: a tree on a base moving along a prescribed trajectory (position, velocity,
     acceleration), against M qdd + h = tau of the model with the base as a free root body."""
-    spec = _spec(8, joints, seed=100 + len(name), root_free=True)
+    spec = _spec(len(joints) + 2, joints, seed=100 + len(name), root_free=True)
     rng = np.random.default_rng(spec.seed)
     models = build_batch(spec, BATCH, rng.normal(size=(BATCH, 3)))
     m0 = unstack(models, 0)
