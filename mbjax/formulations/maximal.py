@@ -238,12 +238,6 @@ def state_derivative(state: MaximalState, r_ddot, omega_dot) -> MaximalState:
     return MaximalState(state.r_dot, 0.5 * spatial.quat_multiply(w, state.quat), r_ddot, omega_dot)
 
 
-def normalize_state(state: MaximalState) -> MaximalState:
-    """The state with unit quaternions."""
-    quat = state.quat / jnp.linalg.norm(state.quat, axis=-1, keepdims=True)
-    return MaximalState(state.r, quat, state.r_dot, state.omega)
-
-
 def joint_tables(model: Model):
     """Static NumPy tables of each joint's motion-subspace rows, padded to the widest joint.
 
