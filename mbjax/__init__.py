@@ -9,6 +9,7 @@ from .configuration import difference, integrate, neutral, normalize, random_con
 from .dynamics.aba import aba
 from .dynamics.crba import crba
 from .dynamics.rnea import rnea
+from . import formulations
 from .dynamics.terms import (
     centroidal_momentum_matrix,
     forward_dynamics,
@@ -67,6 +68,16 @@ from .simulation import (
     PD, ComputedTorque, FeedForward, PathReference, Setpoint, Trajectory, configuration_rate, joint_limit_event,
     shard_batch, simulate, simulate_batch,
 )
+from .formulations import (
+    MaximalSolution,
+    MaximalState,
+    PrescribedBase,
+    constraint_violation,
+    joint_state,
+    maximal_dynamics,
+    maximal_state,
+    maximal_state_derivative,
+)
 
 __version__ = "0.1.0"
 
@@ -85,4 +96,6 @@ __all__ = [
     "generalized_jacobian", "reaction_null_space", "to_floating", "FloatingComputedTorque",
     "PD", "ComputedTorque", "FeedForward", "PathReference", "Setpoint", "Trajectory", "configuration_rate",
     "joint_limit_event", "plotting", "shard_batch", "simulate", "simulate_batch", "simulation",
+    "formulations", "MaximalSolution", "MaximalState", "PrescribedBase", "constraint_violation", "joint_state",
+    "maximal_dynamics", "maximal_state", "maximal_state_derivative",
 ]

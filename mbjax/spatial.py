@@ -124,6 +124,25 @@ def quat_log(q):
     return scale[..., None] * v
 
 
+def rotation_to_quat(R):
+    """Unit quaternion (w, x, y, z), w >= 0, of a rotation matrix (Shepperd's method: the
+    largest of 4w^2, 4x^2, 4y^2, 4z^2 is taken as the pivot, so no division by a small number)."""
+    r00, r11, r22 = R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]
+    a, b, c = R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]
+    d, e, f = R[..., 0, 1] + R[..., 1, 0], R[..., 0, 2] + R[..., 2, 0], R[..., 1, 2] + R[..., 2, 1]
+    pivots = jnp.stack([r00 + r11 + r22, r00 - r11 - r22, r11 - r00 - r22, r22 - r00 - r11], -1)
+    k = jnp.argmax(pivots, axis=-1)
+    s = 2.0 * jnp.sqrt(jnp.maximum(1.0 + jnp.max(pivots, axis=-1), 1e-30))  # 4 |pivot component|
+    cands = [
+        jnp.stack([0.25 * s, a / s, b / s, c / s], -1),
+        jnp.stack([a / s, 0.25 * s, d / s, e / s], -1),
+        jnp.stack([b / s, d / s, 0.25 * s, f / s], -1),
+        jnp.stack([c / s, e / s, f / s, 0.25 * s], -1),
+    ]
+    q = jnp.select([(k == i)[..., None] for i in range(4)], cands)
+    return jnp.where(q[..., :1] < 0, -q, q)
+
+
 # ------------------------------------------------------------------------------- SE(3)
 def _se3_left_jacobian_coeffs(w):
     """Coefficients of V(w) = E + b [w] + c [w]^2 with b = (1 - cos t)/t^2, c = (t - sin t)/t^3."""

@@ -85,6 +85,7 @@ SCRIPTS = {
     "notebook_free_floating": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "free_floating.ipynb")], HAS_MPL,
                                "needs matplotlib"),
     "simulate_conservation": ([str(ROOT / "examples" / "simulate_conservation.py"), "--small"], True, ""),
+    "maximal_coordinates_drift": ([str(ROOT / "examples" / "maximal_coordinates_drift.py"), "--quick"], True, ""),
 }
 
 
@@ -166,6 +167,14 @@ def test_simulate_conservation_example(launched):
     assert len(drifts) == 3 and max(drifts) < 1e-10, drifts
     if HAS_MPL:
         assert (launched.workdir / "simulate_conservation.png").stat().st_size > 0
+
+
+def test_maximal_coordinates_drift_example(launched):
+    log = _run(launched, "maximal_coordinates_drift")
+    drift = [float(x) for x in re.findall(r"hinge separation (\S+) m", log)]
+    assert len(drift) == 2 and drift[1] < drift[0]  # Baumgarte keeps the hinges together
+    if HAS_MPL:
+        assert (launched.workdir / "maximal_coordinates_drift.png").stat().st_size > 0
 
 
 def test_quickstart_notebook(launched):

@@ -13,6 +13,8 @@ from ..checks import check_state
 from ..formulations.free_floating import check_free_floating, momentum_forward_dynamics_from
 from ..kinematics import body_velocities_from, center_of_mass_from, tree_kinematics
 from ..model.model import Model
+from ..formulations.dynamics import METHODS as MAXIMAL_METHODS
+from ..formulations.dynamics import forward_dynamics_maximal
 from .aba import aba_from
 from .bodies import external_forces_or_zero, world_inertias
 from .crba import mass_matrix_from, momentum_matrix_from
@@ -42,6 +44,8 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
     bias by RNEA, then a Cholesky solve, O(n^3) but with fewer sequential steps.
     ``method="momentum"`` (free-floating models): the momentum form of seed 001, Eq. (39), with
     the base eliminated by its Schur complement (see ``mbjax.formulations.free_floating``).
+    ``method="kkt" | "sparse_kkt" | "schur" | "barycentric"``: Mufti's maximal-coordinate
+    formulations (``mbjax.formulations``; no armature).
     """
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
     tk = tree_kinematics(model, q)
@@ -54,7 +58,9 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
     if method == "momentum":
         check_free_floating(model)
         return momentum_forward_dynamics_from(model, tk, q, qd, tau, f_ext)
-    raise ValueError(f"unknown method {method!r}; use 'aba', 'crba' or 'momentum'")
+    if method in MAXIMAL_METHODS:
+        return forward_dynamics_maximal(model, q, qd, tau, f_ext, method)
+    raise ValueError(f"unknown method {method!r}; use one of {('aba', 'crba', 'momentum') + MAXIMAL_METHODS}")
 
 
 @eqx.filter_jit
