@@ -124,6 +124,36 @@ def quat_log(q):
     return scale[..., None] * v
 
 
+def rotation_to_quat(R):
+    """Unit quaternion (w, x, y, z) with w >= 0 of a rotation matrix (Shepperd's method: the
+    largest of 1 + tr R, 1 + 2 R_ii - tr R is taken under the square root, so no branch divides
+    by a small number)."""
+    tr = R[..., 0, 0] + R[..., 1, 1] + R[..., 2, 2]
+    k = jnp.argmax(jnp.stack([tr, R[..., 0, 0], R[..., 1, 1], R[..., 2, 2]], -1), axis=-1)
+    d21, d02, d10 = R[..., 2, 1] - R[..., 1, 2], R[..., 0, 2] - R[..., 2, 0], R[..., 1, 0] - R[..., 0, 1]
+    s01, s02, s12 = R[..., 0, 1] + R[..., 1, 0], R[..., 0, 2] + R[..., 2, 0], R[..., 1, 2] + R[..., 2, 1]
+
+    def branch(diag, others):  # diag: 4 x the chosen component squared; others: 4 x c * (rest)
+        c = 0.5 * jnp.sqrt(jnp.maximum(diag, 1e-30))
+        return c, [o / (4.0 * c) for o in others]
+
+    w, (x, y, z) = branch(1.0 + tr, (d21, d02, d10))
+    qw = jnp.stack([w, x, y, z], -1)
+    x, (w, y, z) = branch(1.0 + 2.0 * R[..., 0, 0] - tr, (d21, s01, s02))
+    qx = jnp.stack([w, x, y, z], -1)
+    y, (w, x, z) = branch(1.0 + 2.0 * R[..., 1, 1] - tr, (d02, s01, s12))
+    qy = jnp.stack([w, x, y, z], -1)
+    z, (w, x, y) = branch(1.0 + 2.0 * R[..., 2, 2] - tr, (d10, s02, s12))
+    qz = jnp.stack([w, x, y, z], -1)
+    q = jnp.select([(k == i)[..., None] for i in range(4)], [qw, qx, qy, qz])
+    return jnp.where(q[..., :1] < 0, -q, q)
+
+
+def rotation_log(R):
+    """Rotation vector ``w`` (..., 3) with ``rotation_exp(w) == R``, |w| <= pi; zero-safe."""
+    return quat_log(rotation_to_quat(R))
+
+
 # ------------------------------------------------------------------------------- SE(3)
 def _se3_left_jacobian_coeffs(w):
     """Coefficients of V(w) = E + b [w] + c [w]^2 with b = (1 - cos t)/t^2, c = (t - sin t)/t^3."""
