@@ -15,7 +15,7 @@ import jax
 import jax.numpy as jnp
 
 from ..checks import check_state
-from ..configuration import integrate
+from ..configuration import integrate_from
 from ..model.model import Model
 from .closures import LoopClosures
 from .dynamics import check_closures
@@ -27,7 +27,7 @@ _STEPS = 0.5 ** jnp.arange(8.0)  # line-search step sizes
 def _gauss_newton_step(model, closures, q, rcond):
     phi = loop_residual(model, closures, q)
     delta = -jnp.linalg.pinv(loop_jacobian(model, closures, q), rtol=rcond) @ phi
-    trials = jax.vmap(lambda s: integrate(model, q, s * delta))(_STEPS.astype(q.dtype))
+    trials = jax.vmap(lambda s: integrate_from(model, q, s * delta))(_STEPS.astype(q.dtype))
     cost = jax.vmap(lambda qt: jnp.sum(loop_residual(model, closures, qt) ** 2))(trials)
     f0 = jnp.sum(phi**2)
     # Armijo, c = 1e-4: f(s) <= f(0) + c s f'(0), and f'(0) = -2 f(0) along a Gauss-Newton step

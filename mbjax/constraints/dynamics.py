@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 
 from ..checks import check_state
-from ..configuration import integrate
+from ..configuration import integrate_from
 from ..dynamics.crba import mass_matrix_from
 from ..dynamics.rnea import rnea_from
 from ..kinematics import tree_kinematics
@@ -138,7 +138,7 @@ def constrained_vector_field(
         tau = jnp.zeros_like(qd) if control is None else control(t, q, qd, args)
         qdd = constrained_dynamics_from(model, closures, q, qd, tau, **opts).qdd
         zero = jnp.zeros((), q.dtype)
-        q_dot = jax.jvp(lambda s: integrate(model, q, s * qd), (zero,), (jnp.ones_like(zero),))[1]
+        q_dot = jax.jvp(lambda s: integrate_from(model, q, s * qd), (zero,), (jnp.ones_like(zero),))[1]
         return q_dot, qdd
 
     return field

@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial
-from ..configuration import integrate
+from ..configuration import integrate_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
@@ -119,14 +119,14 @@ def loop_residual(model: Model, closures: LoopClosures, q):
 
 def loop_jacobian(model: Model, closures: LoopClosures, q):
     """Phi_q (nc, nv): ``d/d delta Phi(q (+) delta)`` at ``delta = 0`` (no input checks)."""
-    return jax.jacfwd(lambda d: loop_residual(model, closures, integrate(model, q, d)))(jnp.zeros(model.nv, q.dtype))
+    return jax.jacfwd(lambda d: loop_residual(model, closures, integrate_from(model, q, d)))(jnp.zeros(model.nv, q.dtype))
 
 
 def loop_kinematics(model: Model, closures: LoopClosures, q, qd) -> LoopKinematics:
     """Phi, Phi_q, Phi_dot and gamma at (q, qd) (no input checks)."""
 
     def along(t):  # Phi on the curve q (+) t qd
-        return loop_residual(model, closures, integrate(model, q, t * qd))
+        return loop_residual(model, closures, integrate_from(model, q, t * qd))
 
     def rate(t):
         return jax.jvp(along, (t,), (jnp.ones_like(t),))[1]
