@@ -19,16 +19,22 @@ from ..configuration import integrate_from
 from ..model.model import Model
 from .closures import LoopClosures
 from .dynamics import check_closures
-from .kinematics import loop_jacobian, loop_residual
+from ..kinematics import tree_kinematics
+from .kinematics import jacobian_from, residual_from
 
 _STEPS = 0.5 ** jnp.arange(8.0)  # line-search step sizes
 
 
+def _residual(model, closures, q):
+    return residual_from(model, closures, tree_kinematics(model, q))
+
+
 def _gauss_newton_step(model, closures, q, rcond):
-    phi = loop_residual(model, closures, q)
-    delta = -jnp.linalg.pinv(loop_jacobian(model, closures, q), rtol=rcond) @ phi
+    tk = tree_kinematics(model, q)
+    phi = residual_from(model, closures, tk)
+    delta = -jnp.linalg.pinv(jacobian_from(model, closures, tk), rtol=rcond) @ phi
     trials = jax.vmap(lambda s: integrate_from(model, q, s * delta))(_STEPS.astype(q.dtype))
-    cost = jax.vmap(lambda qt: jnp.sum(loop_residual(model, closures, qt) ** 2))(trials)
+    cost = jax.vmap(lambda qt: jnp.sum(_residual(model, closures, qt) ** 2))(trials)
     f0 = jnp.sum(phi**2)
     # Armijo, c = 1e-4: f(s) <= f(0) + c s f'(0), and f'(0) = -2 f(0) along a Gauss-Newton step
     ok = cost <= (1.0 - 2e-4 * _STEPS) * f0
@@ -53,14 +59,14 @@ def assemble(model: Model, closures: LoopClosures, q, *, tol=1e-12, max_steps=50
 
     def cond(state):
         q, k = state
-        return (k < max_steps) & (jnp.max(jnp.abs(loop_residual(model, closures, q))) > tol)
+        return (k < max_steps) & (jnp.max(jnp.abs(_residual(model, closures, q))) > tol)
 
     def body(state):
         q, k = state
         return _gauss_newton_step(model, closures, q, rcond)[0], k + 1
 
     q, _ = jax.lax.while_loop(cond, body, (q, jnp.asarray(0)))
-    err = jnp.max(jnp.abs(loop_residual(model, closures, q)))
+    err = jnp.max(jnp.abs(_residual(model, closures, q)))
     return eqx.error_if(
         q, err > tol, f"assemble: the loop residual did not reach tol in max_steps={max_steps} Gauss-Newton "
         "steps; start from a better guess, raise max_steps or loosen tol"
@@ -72,7 +78,7 @@ def project_velocity(model: Model, closures: LoopClosures, q, qd, *, rcond=1e-10
     """The orthogonal projection of ``qd`` onto ker Phi_q(q): ``qd - pinv(Phi_q) Phi_q qd``."""
     check_closures(model, closures)
     q, qd = check_state(model, q, qd=qd)
-    A = loop_jacobian(model, closures, q)
+    A = jacobian_from(model, closures, tree_kinematics(model, q))
     return qd - jnp.linalg.pinv(A, rtol=rcond) @ (A @ qd)
 
 

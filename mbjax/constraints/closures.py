@@ -76,6 +76,11 @@ class LoopClosures(eqx.Module):
         return sum(len(d) for d in self.directions)
 
     @property
+    def row_loops(self) -> tuple:
+        """Index of the closure each row of Phi belongs to."""
+        return tuple(i for i, ds in enumerate(self.directions) for _ in ds)
+
+    @property
     def row_names(self) -> tuple:
         """``"loop/direction"`` for every row of Phi, in order."""
         return tuple(f"{n}/{d}" for n, ds in zip(self.names, self.directions) for d in ds)

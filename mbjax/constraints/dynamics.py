@@ -17,6 +17,7 @@ from typing import Callable
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..checks import check_state
 from ..configuration import integrate_from
@@ -25,7 +26,7 @@ from ..dynamics.rnea import rnea_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from .closures import LoopClosures
-from .kinematics import loop_kinematics, wrench_map
+from .kinematics import loop_kinematics_from
 from .solvers import solve
 from .stabilization import baumgarte
 
@@ -64,10 +65,12 @@ def constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha,
     tk = tree_kinematics(model, q)
     M = mass_matrix_from(model, tk)
     h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
-    lk = loop_kinematics(model, closures, q, qd)
+    lk = loop_kinematics_from(model, closures, tk, q, qd)
     b = baumgarte(lk.gamma, lk.phi_dot, lk.phi, alpha, beta)  # Remark 4
     qdd, lam = solve(method, M, tau - h, lk.jacobian, b, rcond, damping)
-    wrench = jnp.einsum("clk,c->lk", wrench_map(model, closures, q), lam)
+    # w_l = sum over the rows c of closure l of W[c] lam[c]
+    rows = np.asarray(closures.row_loops, np.int32)
+    wrench = jax.ops.segment_sum(lk.wrench_map * lam[:, None], rows, closures.nloops, indices_are_sorted=True)
     return ConstrainedDynamics(qdd, lam, wrench, lk.phi)
 
 

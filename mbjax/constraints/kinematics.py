@@ -1,32 +1,42 @@
 """Constraint kinematics of loop closures: residual Phi(q), Jacobian Phi_q, bias gamma.
 
-Everything is derived from the tree kinematics by automatic differentiation, for any joint
-types in the tree and any cut joints (no hand-written Jacobians):
+Everything is derived from the tree kinematics, for any joint types in the tree and any cut
+joints, with automatic differentiation only of the small map from a relative pose to the
+residual (no hand-written Jacobians):
 
-- ``Phi(q)``: per cut joint, the pose of joint frame B in joint frame A, ``(R, p)``, gives
-  translation rows ``p`` (in A's axes) and rotation rows, all zero-safe and without spurious
-  roots: ``log R`` (weld, prismatic), the rotation vector turning z_A onto z_B (revolute,
-  cylindrical: ``(z_A x z_B) atan2(|z_A x z_B|, z_A . z_B) / |z_A x z_B|``) and the angle
-  between x_A and the plane normal to y_B (universal).
-- ``Phi_q`` (nc, nv): ``d/d delta Phi(q (+) delta)`` at delta = 0, in the velocity space
-  (``nv != nq`` with quaternions), so that ``Phi_dot = Phi_q qd``.
-- ``gamma = -(Phi_q qd)_q qd`` (seed 003 Eq. 1): along ``q(t) = q (+) t qd`` the velocity
-  coordinates stay equal to qd (every joint's ``integrate`` is its group exponential with
-  body-fixed velocity), so ``Phi_ddot = Phi_q qdd - gamma`` gives
-  ``gamma = -d^2/dt^2 Phi(q (+) t qd)`` at t = 0.
+- ``Phi(q) = e(X_rel)``: per cut joint, the pose ``X_rel = (R, p)`` of joint frame B in joint
+  frame A gives translation rows ``p`` (in A's axes) and rotation rows, all zero-safe and
+  without spurious roots: ``log R`` (weld, prismatic), the rotation vector turning z_A onto
+  z_B (revolute, cylindrical: ``(z_A x z_B) atan2(|z_A x z_B|, z_A . z_B) / |z_A x z_B|``) and
+  the angle between x_A and the plane normal to y_B (universal).
+- ``W = d e(X_rel exp(xi)) / d xi`` at xi = 0 (nc, 6): row c is the rate of residual row c
+  per unit of the relative twist ``xi`` of B with respect to A (body twist, in B's axes) of
+  its closure ``closures.row_loops[c]``. Its transpose maps multipliers to the wrenches of the
+  cut joints. Each row depends on its own closure's twist only, so one 6-column forward
+  Jacobian with the same twist given to every closure yields all of W.
+- ``Phi_q = W J_xi`` (nc, nv), with ``J_xi = Ad(X_B)^-1 (J_b - J_a)`` from the world-frame
+  motion subspaces of the tree: velocity space, so ``Phi_dot = Phi_q qd`` also where
+  ``nv != nq``.
+- ``gamma = -(Phi_q qd)_q qd`` (seed 003 Eq. 1), the part of ``Phi_ddot`` not proportional
+  to qdd. With ``X_rel_dot = X_rel xi^``, ``Phi_ddot = W xi_dot + d^2/ds^2 e(X_rel exp(s xi))``
+  (the derivative of W along xi is the second derivative along the one-parameter subgroup),
+  and ``xi_dot = Ad(X_B)^-1 (a_b - a_a - v_b x (v_b - v_a))`` with the bodies' world-frame
+  spatial velocities v and velocity-product accelerations a (those of the RNEA).
 """
 
 from __future__ import annotations
 
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial
-from ..configuration import integrate_from
-from ..kinematics import tree_kinematics
+from ..checks import check_state
+from ..dynamics.bodies import body_terms
+from ..kinematics import TreeKinematics, tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
 from .closures import JOINT_ROWS, LoopClosures
@@ -39,26 +49,30 @@ class LoopKinematics(NamedTuple):
     jacobian: jax.Array  # (nc, nv) Phi_q
     phi_dot: jax.Array  # (nc,) Phi_q qd
     gamma: jax.Array  # (nc,) -(Phi_q qd)_q qd
+    wrench_map: jax.Array  # (nc, 6) W: row c of Phi per unit relative twist of its closure
 
 
-def joint_frame_poses(model: Model, closures: LoopClosures, q):
+def _body_rows(model: Model, closures: LoopClosures, which: int):
+    """Body index of side ``which`` (0: a, 1: b) of every closure; the world is row nbodies."""
+    return np.asarray([pair[which] if pair[which] >= 0 else model.nbodies for pair in closures.bodies], np.int32)
+
+
+def _with_world(x):
+    """Per-body rows plus a last row of zeros (or the identity) standing for the world."""
+    last = jnp.eye(3, dtype=x.dtype)[None] if x.ndim == 3 else jnp.zeros((1,) + x.shape[1:], x.dtype)
+    return jnp.concatenate([x, last])
+
+
+def joint_frame_poses(model: Model, closures: LoopClosures, tk: TreeKinematics):
     """World poses of the joint frames: ``(R_a, p_a, R_b, p_b)``, each (nl, 3, 3) / (nl, 3)."""
-    tk = tree_kinematics(model, q)
-    nb = model.nbodies
-    R = jnp.concatenate([tk.R, jnp.eye(3, dtype=tk.R.dtype)[None]])  # row nb: the world
-    p = jnp.concatenate([tk.p, jnp.zeros((1, 3), tk.p.dtype)])
-
-    def frames(which, Rj, pj):
-        idx = np.asarray([pair[which] if pair[which] >= 0 else nb for pair in closures.bodies], np.int32)
-        return spatial.compose(take(R, idx), take(p, idx), Rj, pj)
-
-    return (*frames(0, closures.rotation_a, closures.translation_a),
-            *frames(1, closures.rotation_b, closures.translation_b))
+    R, p = _with_world(tk.R), _with_world(tk.p)
+    a, b = _body_rows(model, closures, 0), _body_rows(model, closures, 1)
+    return (*spatial.compose(take(R, a), take(p, a), closures.rotation_a, closures.translation_a),
+            *spatial.compose(take(R, b), take(p, b), closures.rotation_b, closures.translation_b))
 
 
-def relative_poses(model: Model, closures: LoopClosures, q):
-    """Pose ``(R, p)`` of joint frame B in joint frame A for every closure."""
-    Ra, pa, Rb, pb = joint_frame_poses(model, closures, q)
+def relative_poses(Ra, pa, Rb, pb):
+    """Pose ``(R, p)`` of joint frame B in joint frame A."""
     Rat = spatial.transpose(Ra)
     return spatial.matmul(Rat, Rb), spatial.matvec(Rat, pb - pa)
 
@@ -112,42 +126,81 @@ def residual_from_relative(closures: LoopClosures, R, p):
     return take(flat, perm)
 
 
+def _moved(closures, R, p, xi):
+    """Phi at the relative poses moved by the body twists ``xi`` (nl, 6): (R, p) exp(xi)."""
+    dR, dp = spatial.se3_exp(xi)
+    return residual_from_relative(closures, *spatial.compose(R, p, dR, dp))
+
+
+def residual_from(model: Model, closures: LoopClosures, tk: TreeKinematics):
+    """Phi (nc,) from tree kinematics."""
+    return residual_from_relative(closures, *relative_poses(*joint_frame_poses(model, closures, tk)))
+
+
+def _twist_jacobians(model, closures, tk, Rb, pb):
+    """``J_xi`` (nl, nv, 6): relative twist of B w.r.t. A per unit qd, in B's axes at B."""
+    masks = _with_world(jnp.asarray(model.topology.dof_ancestors, tk.S.dtype))  # (nb + 1, nv)
+    rel = take(masks, _body_rows(model, closures, 1)) - take(masks, _body_rows(model, closures, 0))
+    return spatial.inverse_transform_motion(Rb[:, None], pb[:, None], rel[..., None] * tk.S)
+
+
+def loop_kinematics_from(model: Model, closures: LoopClosures, tk: TreeKinematics, q, qd) -> LoopKinematics:
+    """Phi, Phi_q, Phi_dot, gamma and W at (q, qd) from tree kinematics (no input checks)."""
+    Ra, pa, Rb, pb = joint_frame_poses(model, closures, tk)
+    R, p = relative_poses(Ra, pa, Rb, pb)
+    phi = residual_from_relative(closures, R, p)
+    shape = (closures.nloops, 6)
+    W = jax.jacfwd(lambda y: _moved(closures, R, p, jnp.broadcast_to(y, shape)))(jnp.zeros(6, qd.dtype))
+    rows = np.asarray(closures.row_loops, np.int32)
+    J = jnp.einsum("ck,cvk->cv", W, take(_twist_jacobians(model, closures, tk, Rb, pb), rows))
+    # relative twist xi and its velocity-product rate, from the bodies' spatial velocities
+    # and accelerations at qdd = 0 (world frame, at the world origin)
+    terms = body_terms(model, tk, q, qd)
+    acc = jnp.asarray(model.topology.ancestors, qd.dtype) @ terms.c
+    a, b = _body_rows(model, closures, 0), _body_rows(model, closures, 1)
+    v, acc = _with_world(terms.v), _with_world(acc)
+    v_rel = take(v, b) - take(v, a)
+    xi = spatial.inverse_transform_motion(Rb, pb, v_rel)
+    xi_dot = spatial.inverse_transform_motion(Rb, pb, take(acc, b) - take(acc, a) - spatial.cross_motion(take(v, b), v_rel))
+
+    def along(s):  # Phi on the one-parameter subgroup X_rel exp(s xi)
+        return _moved(closures, R, p, s * xi)
+
+    def rate(s):
+        return jax.jvp(along, (s,), (jnp.ones_like(s),))[1]
+
+    s0 = jnp.zeros((), qd.dtype)
+    phi_dot, curvature = jax.jvp(rate, (s0,), (jnp.ones_like(s0),))
+    gamma = -(jnp.sum(W * take(xi_dot, rows), axis=-1) + curvature)
+    return LoopKinematics(phi, J, phi_dot, gamma, W)
+
+
+def jacobian_from(model: Model, closures: LoopClosures, tk: TreeKinematics):
+    """Phi_q (nc, nv) from tree kinematics (the velocity terms are not computed under jit)."""
+    zero = jnp.zeros(model.nv, tk.S.dtype)
+    return loop_kinematics_from(model, closures, tk, jnp.zeros(model.nq, zero.dtype), zero).jacobian
+
+
+@eqx.filter_jit
 def loop_residual(model: Model, closures: LoopClosures, q):
-    """Position residual Phi(q) (nc,); zero when every loop is closed (no input checks)."""
-    return residual_from_relative(closures, *relative_poses(model, closures, q))
+    """Position residual Phi(q) (nc,); zero when every loop is closed.
 
-
-def loop_jacobian(model: Model, closures: LoopClosures, q):
-    """Phi_q (nc, nv): ``d/d delta Phi(q (+) delta)`` at ``delta = 0`` (no input checks)."""
-    return jax.jacfwd(lambda d: loop_residual(model, closures, integrate_from(model, q, d)))(jnp.zeros(model.nv, q.dtype))
-
-
-def loop_kinematics(model: Model, closures: LoopClosures, q, qd) -> LoopKinematics:
-    """Phi, Phi_q, Phi_dot and gamma at (q, qd) (no input checks)."""
-
-    def along(t):  # Phi on the curve q (+) t qd
-        return loop_residual(model, closures, integrate_from(model, q, t * qd))
-
-    def rate(t):
-        return jax.jvp(along, (t,), (jnp.ones_like(t),))[1]
-
-    zero = jnp.zeros((), q.dtype)
-    phi_dot, phi_ddot = jax.jvp(rate, (zero,), (jnp.ones_like(zero),))
-    return LoopKinematics(loop_residual(model, closures, q), loop_jacobian(model, closures, q), phi_dot, -phi_ddot)
-
-
-def wrench_map(model: Model, closures: LoopClosures, q):
-    """``W`` (nc, nl, 6): derivative of Phi with respect to the relative twist of each joint
-    frame B (body twist, in B's axes) with respect to A.
-
-    Multipliers ``lam`` (nc,) are then the wrenches ``w_i = W[:, i].T @ lam`` (force, moment
-    about B's origin, in B's axes) that the cut joints exert on bodies b; bodies a receive
-    the opposite wrenches, and ``Phi_q^T lam = sum_i J_rel,i^T w_i``.
+    Rows in closure order, each closure's in :data:`~mbjax.constraints.JOINT_ROWS` order
+    (``closures.row_names``): metres for translations, radians for rotations.
     """
-    R, p = relative_poses(model, closures, q)
+    q = check_state(model, q)
+    return residual_from(model, closures, tree_kinematics(model, q))
 
-    def perturbed(xi):  # (R, p) exp(xi_i) for every closure
-        dR, dp = spatial.se3_exp(xi)
-        return residual_from_relative(closures, *spatial.compose(R, p, dR, dp))
 
-    return jax.jacfwd(perturbed)(jnp.zeros((closures.nloops, 6), q.dtype))
+@eqx.filter_jit
+def loop_jacobian(model: Model, closures: LoopClosures, q):
+    """Phi_q (nc, nv): ``Phi_dot = Phi_q qd`` (velocity space, so nv columns)."""
+    q = check_state(model, q)
+    return jacobian_from(model, closures, tree_kinematics(model, q))
+
+
+@eqx.filter_jit
+def loop_kinematics(model: Model, closures: LoopClosures, q, qd) -> LoopKinematics:
+    """:class:`LoopKinematics` (Phi, Phi_q, Phi_dot, gamma, W) at (q, qd)."""
+    q, qd = check_state(model, q, qd=qd)
+    return loop_kinematics_from(model, closures, tree_kinematics(model, q), q, qd)

@@ -16,7 +16,8 @@ with M (nv, nv) symmetric positive definite, f = tau - h the free generalized fo
   minimum-norm multipliers; singular values below ``rcond * s_max`` count as zero. Motion
   is unique whenever the constraints are consistent; redundant multipliers are not.
 - ``"damped"``: ``(A M^-1 A^T + mu E) lam = b - A M^-1 f``, ``mu = damping * max diag``:
-  a regularised (soft-constraint) solve, defined for any A, within O(mu) of the exact one.
+  a regularised (soft-constraint) solve, defined for any A; its relative error is about
+  ``damping * cond(A M^-1 A^T)`` where the exact solve exists.
 
 The first three need A of full row rank and raise a clear error (``eqx.error_if``) when it is
 not, instead of returning NaN: the diagonal of the triangular factor they compute anyway
