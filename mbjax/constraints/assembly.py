@@ -1,7 +1,9 @@
 """Assembly of closed chains: configurations with Phi(q) = 0 and velocities with Phi_q qd = 0.
 
-``assemble`` is Gauss-Newton on the configuration manifold: the minimum-norm step
-``delta = -pinv(Phi_q) Phi`` (defined for redundant constraints too), applied with
+``assemble`` is Gauss-Newton on the configuration manifold, regularised as in Levenberg-Marquardt:
+the step ``delta = -Phi_q^T (Phi_q Phi_q^T + mu E)^-1 Phi`` with ``mu = |Phi|^2`` tends to the
+minimum-norm Gauss-Newton step as the loops close (defined for redundant constraints too,
+bounded where Phi_q is near singular). It is applied with
 ``q (+) s delta`` (``mbjax.integrate``), with a backtracking line search on |Phi|^2 that tries
 all step sizes ``s = 1, 1/2, ..., 2^-7`` at once and keeps the largest with sufficient
 decrease (Armijo). ``project`` composes it with the velocity projection, to pull a numerically
@@ -29,10 +31,15 @@ def _residual(model, closures, q):
     return residual_from(model, closures, tree_kinematics(model, q))
 
 
-def _gauss_newton_step(model, closures, q, rcond):
+def _gauss_newton_step(model, closures, q):
     tk = tree_kinematics(model, q)
     phi = residual_from(model, closures, tk)
-    delta = -jnp.linalg.pinv(jacobian_from(model, closures, tk), rtol=rcond) @ phi
+    J = jacobian_from(model, closures, tk)
+    # Levenberg-Marquardt step delta = -J^T (J J^T + mu E)^-1 Phi with mu = |Phi|^2
+    # (Yamashita-Fukushima: quadratic convergence, and bounded steps where J is near singular)
+    JJ = J @ J.T
+    mu = jnp.sum(phi**2) + 1e-14 * jnp.max(jnp.diagonal(JJ), initial=0.0)
+    delta = -J.T @ jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(JJ + mu * jnp.eye(JJ.shape[0], dtype=JJ.dtype)), phi)
     trials = jax.vmap(lambda s: integrate_from(model, q, s * delta))(_STEPS.astype(q.dtype))
     cost = jax.vmap(lambda qt: jnp.sum(_residual(model, closures, qt) ** 2))(trials)
     f0 = jnp.sum(phi**2)
@@ -43,11 +50,11 @@ def _gauss_newton_step(model, closures, q, rcond):
 
 
 @eqx.filter_jit
-def assemble(model: Model, closures: LoopClosures, q, *, tol=1e-12, max_steps=50, rcond=1e-10):
+def assemble(model: Model, closures: LoopClosures, q, *, tol=1e-12, max_steps=100):
     """A configuration near ``q`` that closes every loop, ``|Phi(q)|_inf <= tol``.
 
     **Arguments:** ``q`` (nq,) the guess; ``tol`` on the largest residual (metres, radians);
-    ``max_steps`` Gauss-Newton iterations; ``rcond`` the pseudo-inverse's cut-off.
+    ``max_steps`` Gauss-Newton iterations.
 
     **Returns:** q (nq,). Raises (``eqx.error_if``) if ``tol`` is not reached: give a better
     guess or raise ``max_steps``; a guess on the far side of a singular configuration may
@@ -63,7 +70,7 @@ def assemble(model: Model, closures: LoopClosures, q, *, tol=1e-12, max_steps=50
 
     def body(state):
         q, k = state
-        return _gauss_newton_step(model, closures, q, rcond)[0], k + 1
+        return _gauss_newton_step(model, closures, q)[0], k + 1
 
     q, _ = jax.lax.while_loop(cond, body, (q, jnp.asarray(0)))
     err = jnp.max(jnp.abs(_residual(model, closures, q)))
@@ -86,4 +93,4 @@ def project(model: Model, closures: LoopClosures, q, qd, **options):
     """``(q, qd)`` pulled back onto the constraint manifold: :func:`assemble` then
     :func:`project_velocity` (use after an integration step; ``options`` go to assemble)."""
     q = assemble(model, closures, q, **options)
-    return q, project_velocity(model, closures, q, qd, rcond=options.get("rcond", 1e-10))
+    return q, project_velocity(model, closures, q, qd)
