@@ -3,7 +3,20 @@
 The whole public API is re-exported here; see README.md for conventions.
 """
 
-from . import checks, spatial
+from . import checks, constraints, spatial
+from .constraints import (
+    ConstrainedDynamics,
+    LoopClosureBuilder,
+    LoopClosures,
+    assemble,
+    constrained_forward_dynamics,
+    constrained_vector_field,
+    loop_jacobian,
+    loop_kinematics,
+    loop_residual,
+    project,
+    project_velocity,
+)
 from .configuration import difference, integrate, neutral, normalize, random_configuration
 from .dynamics.aba import aba
 from .dynamics.crba import crba
@@ -45,4 +58,8 @@ __all__ = [
     "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "incidence_matrix",
     "integrate", "kinetic_energy", "momentum", "neutral", "nonlinear_effects", "normalize", "path_matrix",
     "potential_energy", "random_configuration", "regular_labeling", "rnea", "spatial",
+    # closed chains (mbjax.constraints)
+    "constraints", "ConstrainedDynamics", "LoopClosureBuilder", "LoopClosures", "assemble",
+    "constrained_forward_dynamics", "constrained_vector_field", "loop_jacobian", "loop_kinematics",
+    "loop_residual", "project", "project_velocity",
 ]

@@ -76,6 +76,10 @@ SCRIPTS = {
     "notebook": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "quickstart.ipynb")], HAS_ERD,
                  "needs example-robot-data"),
     "readme": (["-c", README_RUNNER, str(ROOT / "README.md")], True, ""),
+    "four_bar": ([str(ROOT / "examples" / "four_bar.py"), "--quick"], True, ""),
+    "slider_crank": ([str(ROOT / "examples" / "slider_crank.py"), "--quick"], True, ""),
+    "four_bar_singular": ([str(ROOT / "examples" / "four_bar_singular.py"), "--quick"], True, ""),
+    "redundant_loop": ([str(ROOT / "examples" / "redundant_loop.py"), "--quick"], True, ""),
 }
 
 
