@@ -3,7 +3,20 @@
 The whole public API is re-exported here; see README.md for conventions.
 """
 
-from . import checks, spatial
+from . import checks, constraints, spatial
+from .constraints import (
+    ConstrainedDynamics,
+    LoopClosureBuilder,
+    LoopClosures,
+    assemble,
+    constrained_forward_dynamics,
+    constrained_vector_field,
+    loop_jacobian,
+    loop_kinematics,
+    loop_residual,
+    project,
+    project_velocity,
+)
 from .animate import animate
 from .configuration import difference, integrate, neutral, normalize, random_configuration
 from .dynamics.aba import aba
@@ -98,4 +111,8 @@ __all__ = [
     "joint_limit_event", "plotting", "shard_batch", "simulate", "simulate_batch", "simulation",
     "formulations", "MaximalSolution", "MaximalState", "PrescribedBase", "constraint_violation", "joint_state",
     "maximal_dynamics", "maximal_state", "maximal_state_derivative",
+    # closed chains (mbjax.constraints)
+    "constraints", "ConstrainedDynamics", "LoopClosureBuilder", "LoopClosures", "assemble",
+    "constrained_forward_dynamics", "constrained_vector_field", "loop_jacobian", "loop_kinematics",
+    "loop_residual", "project", "project_velocity",
 ]

@@ -52,6 +52,11 @@ def random_configuration(model: Model, key):
 def integrate(model: Model, q, v):
     """``q (+) v``: the configuration reached from q by following the velocity v for unit time."""
     q, v = check_state(model, q, v=v)
+    return integrate_from(model, q, v)
+
+
+def integrate_from(model: Model, q, v):
+    """:func:`integrate` without input checks, for use inside other algorithms."""
     groups = model.topology.groups
     parts = [joint.integrate(_rows(q, qi), _rows(v, vi)) for joint, _, qi, vi in groups]
     return _scatter(model.nq, [g[2] for g in groups], parts, q.dtype)

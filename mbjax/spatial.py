@@ -143,6 +143,11 @@ def rotation_to_quat(R):
     return jnp.where(q[..., :1] < 0, -q, q)
 
 
+def rotation_log(R):
+    """Rotation vector ``w`` (..., 3) with ``rotation_exp(w) == R``, |w| <= pi; zero-safe."""
+    return quat_log(rotation_to_quat(R))
+
+
 # ------------------------------------------------------------------------------- SE(3)
 def _se3_left_jacobian_coeffs(w):
     """Coefficients of V(w) = E + b [w] + c [w]^2 with b = (1 - cos t)/t^2, c = (t - sin t)/t^3."""

@@ -86,6 +86,10 @@ SCRIPTS = {
                                "needs matplotlib"),
     "simulate_conservation": ([str(ROOT / "examples" / "simulate_conservation.py"), "--small"], True, ""),
     "maximal_coordinates_drift": ([str(ROOT / "examples" / "maximal_coordinates_drift.py"), "--quick"], True, ""),
+    "four_bar": ([str(ROOT / "examples" / "four_bar.py"), "--quick"], True, ""),
+    "slider_crank": ([str(ROOT / "examples" / "slider_crank.py"), "--quick"], True, ""),
+    "four_bar_singular": ([str(ROOT / "examples" / "four_bar_singular.py"), "--quick"], True, ""),
+    "redundant_loop": ([str(ROOT / "examples" / "redundant_loop.py"), "--quick"], True, ""),
 }
 
 

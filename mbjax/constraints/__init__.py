@@ -1,1 +1,9 @@
 """Kinematic constraints: loop closures, their stabilisation and the solvers that enforce them."""
+
+from .assembly import assemble, project, project_velocity
+from .closures import JOINT_ROWS, LoopClosureBuilder, LoopClosures
+from .dynamics import ConstrainedDynamics, constrained_forward_dynamics, constrained_vector_field
+from .kinematics import loop_jacobian, loop_kinematics, loop_residual
+from .mechanisms import four_bar, slider_crank
+from .solvers import METHODS
+from .stabilization import baumgarte, critical

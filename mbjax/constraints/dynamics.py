@@ -1,0 +1,147 @@
+"""Forward dynamics of closed kinematic chains (seed 000 Sec. 4, Eq. 73; seed 003 Eq. 1).
+
+The tree's equations of motion with the loop-closure constraints Phi(q) = 0 at acceleration
+level, and Baumgarte's stabilisation (seed 000 Remark 4):
+
+    M(q) qdd + h(q, qd) = tau + Phi_q^T lam,
+    Phi_q qdd = gamma - alpha Phi_dot - beta Phi,       gamma = -(Phi_q qd)_q qd.
+
+``lam`` are the multipliers; ``Phi_q^T lam`` is the generalized force of the cut joints and
+:attr:`ConstrainedDynamics.wrench` the spatial force each cut joint transmits.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..checks import check_state
+from ..configuration import integrate_from
+from ..dynamics.crba import mass_matrix_from
+from ..dynamics.rnea import rnea_from
+from ..kinematics import tree_kinematics
+from ..model.model import Model
+from .closures import LoopClosures
+from .kinematics import loop_kinematics_from
+from .solvers import solve
+from .stabilization import baumgarte
+
+
+class ConstrainedDynamics(eqx.Module):
+    """Result of :func:`constrained_forward_dynamics`.
+
+    - ``qdd`` (nv,): joint accelerations.
+    - ``multipliers`` (nc,): Lagrange multipliers lam; ``Phi_q^T lam`` is the generalized
+      constraint force (minimum-norm lam for redundant constraints with ``"svd"``).
+    - ``wrench`` (nl, 6): ``(force, moment)`` each cut joint exerts on its body b, about the
+      origin of joint frame B and in its axes (body a receives the opposite).
+    - ``residual`` (nc,): the position residual Phi(q), to monitor drift.
+    """
+
+    qdd: jax.Array
+    multipliers: jax.Array
+    wrench: jax.Array
+    residual: jax.Array
+
+
+def check_closures(model: Model, closures: LoopClosures):
+    """Trace-time check that ``closures`` were built for a model with these bodies."""
+    if not isinstance(closures, LoopClosures):
+        raise TypeError(f"closures must be a LoopClosures (from LoopClosureBuilder), not {type(closures).__name__}")
+    top = max(max(pair) for pair in closures.bodies)
+    if top >= model.nbodies:
+        raise ValueError(
+            f"closures refer to body {top} but model {model.name!r} has {model.nbodies} bodies; "
+            "build the closures with LoopClosureBuilder(model) for this model"
+        )
+
+
+def constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha, beta, rcond, damping):
+    """:func:`constrained_forward_dynamics` without input checks."""
+    tk = tree_kinematics(model, q)
+    M = mass_matrix_from(model, tk)
+    h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
+    lk = loop_kinematics_from(model, closures, tk, q, qd)
+    b = baumgarte(lk.gamma, lk.phi_dot, lk.phi, alpha, beta)  # Remark 4
+    qdd, lam = solve(method, M, tau - h, lk.jacobian, b, rcond, damping)
+    # w_l = sum over the rows c of closure l of W[c] lam[c]
+    rows = np.asarray(closures.row_loops, np.int32)
+    wrench = jax.ops.segment_sum(lk.wrench_map * lam[:, None], rows, closures.nloops, indices_are_sorted=True)
+    return ConstrainedDynamics(qdd, lam, wrench, lk.phi)
+
+
+@eqx.filter_jit
+def constrained_forward_dynamics(
+    model: Model,
+    closures: LoopClosures,
+    q,
+    qd,
+    tau,
+    f_ext=None,
+    *,
+    method: str = "kkt",
+    alpha=0.0,
+    beta=0.0,
+    rcond=1e-10,
+    damping=1e-12,
+) -> ConstrainedDynamics:
+    """Accelerations and loop forces of a tree closed by cut joints.
+
+    **Arguments:**
+
+    - ``q`` (nq,), ``qd`` (nv,), ``tau`` (nv,); ``f_ext`` (nbodies, 6) optional external
+      wrenches on the bodies (body axes, about the body origin).
+    - ``method``: ``"kkt"`` (dense Lagrangian matrix, Eq. 73), ``"schur"`` (multipliers
+      first, Eq. A-3...A-5), ``"nullspace"`` (reduced coordinates by QR, Eq. A-6) — these three
+      need independent constraints and raise a clear error otherwise — ``"svd"`` (rank-
+      deficient constraints, Eq. A-7...A-12) or ``"damped"`` (regularised).
+    - ``alpha``, ``beta`` >= 0: Baumgarte stabilisation ``Phi_ddot + alpha Phi_dot + beta Phi
+      = 0`` (Remark 4); ``mbjax.constraints.critical(tau_c)`` gives the critically damped pair
+      for an error time constant tau_c. Zero (the default) imposes ``Phi_ddot = 0`` only.
+    - ``rcond``: relative singular-value (or pivot) threshold below which Phi_q counts as
+      rank-deficient; ``damping``: the ``"damped"`` solver's mu relative to the largest
+      diagonal entry of A M^-1 A^T.
+
+    **Returns:** a :class:`ConstrainedDynamics` (qdd, multipliers, wrench, residual).
+    """
+    check_closures(model, closures)
+    q, qd, tau = check_state(model, q, qd=qd, tau=tau)
+    return constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha, beta, rcond, damping)
+
+
+def constrained_vector_field(
+    model: Model,
+    closures: LoopClosures,
+    control: Callable | None = None,
+    **options,
+) -> Callable:
+    """The ODE ``d/dt (q, qd) = (q_dot(q, qd), qdd)`` of the closed chain, for diffrax.
+
+    **Arguments:** ``control(t, q, qd, args) -> tau`` (nv,), or None for zero torques;
+    ``options``: keywords of :func:`constrained_forward_dynamics` (method, alpha, beta, rcond,
+    damping, f_ext).
+
+    **Returns:** ``f(t, y, args)`` with ``y = (q, qd)``, usable as ``diffrax.ODETerm(f)``.
+    ``q_dot`` is the derivative of ``q (+) t qd`` (quaternion rates for spherical and free
+    joints), so q stays on its manifold to the integrator's accuracy.
+    """
+    check_closures(model, closures)
+    opts = dict(f_ext=None, method="kkt", alpha=0.0, beta=0.0, rcond=1e-10, damping=1e-12)
+    unknown = set(options) - set(opts)
+    if unknown:
+        raise TypeError(f"unknown options {sorted(unknown)}; use {sorted(opts)}")
+    opts.update(options)
+
+    def field(t, y, args):
+        q, qd = y
+        tau = jnp.zeros_like(qd) if control is None else control(t, q, qd, args)
+        qdd = constrained_dynamics_from(model, closures, q, qd, tau, **opts).qdd
+        zero = jnp.zeros((), q.dtype)
+        q_dot = jax.jvp(lambda s: integrate_from(model, q, s * qd), (zero,), (jnp.ones_like(zero),))[1]
+        return q_dot, qdd
+
+    return field

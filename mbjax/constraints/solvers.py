@@ -1,0 +1,117 @@
+"""Solvers for the equality-constrained equations of motion (seed 000 Eq. 73 and Appendix)
+
+    M qdd = f + A^T lam,        A qdd = b,
+
+with M (nv, nv) symmetric positive definite, f = tau - h the free generalized force, A = Phi_q
+(nc, nv) and b the (stabilised) acceleration right-hand side. Each solver returns
+``(qdd, lam)``.
+
+- ``"kkt"``: the dense Lagrangian (KKT) matrix ``[[M, A^T], [A, 0]]`` by LU (Eq. 73).
+- ``"schur"``: range space: ``(A M^-1 A^T) lam = b - A M^-1 f``, with the Cholesky factor
+  of the Schur complement from the QR of ``L^-1 A^T`` (Eq. A-3 ... A-5; M = L L^T).
+- ``"nullspace"``: reduced coordinates: ``A^T = Q R``, ``qdd = Y b + Z x'`` with
+  ``Y = Q R^-T``, ``Z = Q'`` (Eq. A-6), ``(Z^T M Z) x' = Z^T (f - M Y b)``.
+- ``"svd"``: rank-deficient A (redundant constraints, singular configurations):
+  ``L^-1 A^T = V S W^T`` and ``lam = W S^-2 W^T (b - A M^-1 f)`` (Eq. A-7 ... A-12), the
+  minimum-norm multipliers; singular values below ``rcond * s_max`` count as zero. Motion
+  is unique whenever the constraints are consistent; redundant multipliers are not.
+- ``"damped"``: ``(A M^-1 A^T + mu E) lam = b - A M^-1 f``, ``mu = damping * max diag``:
+  a regularised (soft-constraint) solve, defined for any A; its relative error is about
+  ``damping * cond(A M^-1 A^T)`` where the exact solve exists.
+
+The first three need A of full row rank and raise a clear error (``eqx.error_if``) when it is
+not, instead of returning NaN: the diagonal of the triangular factor they compute anyway
+(LU pivots, R of the QR) measures the rank.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax.numpy as jnp
+from jax.scipy.linalg import cho_factor, cho_solve, lu_factor, lu_solve, solve_triangular
+
+METHODS = ("kkt", "schur", "nullspace", "svd", "damped")
+
+
+def _full_rank(x, diag, method, rcond):
+    """``x`` unchanged, or an error when the triangular factor's diagonal reveals rank loss."""
+    d = jnp.abs(diag)
+    singular = jnp.min(d, initial=jnp.inf) <= rcond * jnp.max(d, initial=0.0)
+    return eqx.error_if(
+        x,
+        singular,
+        f"constrained dynamics (method={method!r}): the loop-closure Jacobian Phi_q is rank-deficient "
+        "(redundant constraints, or a singular configuration such as a change point). "
+        "Use method='svd' or method='damped', or remove the redundant rows (add_loop(..., directions=...)).",
+    )
+
+
+def solve_kkt(M, f, A, b, rcond):
+    """Eq. 73: LU of the Lagrangian matrix [[M, -A^T], [-A, 0]] (qdd, lam)."""
+    nv = M.shape[0]
+    K = jnp.block([[M, -A.T], [-A, jnp.zeros((A.shape[0],) * 2, M.dtype)]])
+    lu, piv = lu_factor(K)
+    x = lu_solve((lu, piv), jnp.concatenate([f, -b]))
+    x = _full_rank(x, jnp.diagonal(lu), "kkt", rcond)
+    return x[:nv], x[nv:]
+
+
+def solve_schur(M, f, A, b, rcond):
+    """Eq. A-3 ... A-5: lam from the Cholesky factor R^T R of A M^-1 A^T, R from QR(L^-1 A^T)."""
+    L = cho_factor(M, lower=True)
+    Abar = solve_triangular(L[0], A.T, lower=True)  # L^-1 A^T (nv, nc)
+    R = jnp.linalg.qr(Abar, mode="r")
+    R = _full_rank(R, jnp.diagonal(R), "schur", rcond)
+    qdd_free = cho_solve(L, f)
+    u = b - A @ qdd_free
+    lam = solve_triangular(R, solve_triangular(R, u, trans=1), trans=0)  # (R^T R)^-1 u
+    return qdd_free + cho_solve(L, A.T @ lam), lam
+
+
+def solve_nullspace(M, f, A, b, rcond):
+    """Eq. A-6: qdd = Y b + Z x' with A^T = Q R, Y = Q R^-T, Z = Q' (orthonormal null basis)."""
+    nc = A.shape[0]
+    Q1, R1 = jnp.linalg.qr(A.T, mode="complete")
+    R = _full_rank(R1[:nc], jnp.diagonal(R1[:nc]), "nullspace", rcond)
+    Q, Z = Q1[:, :nc], Q1[:, nc:]
+    qdd_p = Q @ solve_triangular(R, b, trans=1)  # Y b: particular solution of A qdd = b
+    x = jnp.linalg.solve(Z.T @ M @ Z, Z.T @ (f - M @ qdd_p))
+    qdd = qdd_p + Z @ x
+    lam = solve_triangular(R, Q.T @ (M @ qdd - f))  # A^T lam = M qdd - f, exactly solvable
+    return qdd, lam
+
+
+def solve_svd(M, f, A, b, rcond):
+    """Eq. A-7 ... A-12: lam = W S^-2 W^T u from the SVD L^-1 A^T = V S W^T (= P P^T u with
+    P = pinv(L^-1 A^T), whose derivative is defined while the rank stays constant)."""
+    L = cho_factor(M, lower=True)
+    P = jnp.linalg.pinv(solve_triangular(L[0], A.T, lower=True), rtol=rcond)  # W S^-1 V^T
+    qdd_free = cho_solve(L, f)
+    lam = P @ (P.T @ (b - A @ qdd_free))
+    return qdd_free + cho_solve(L, A.T @ lam), lam
+
+
+def solve_damped(M, f, A, b, damping):
+    """Regularised range-space solve (A M^-1 A^T + mu E) lam = b - A M^-1 f."""
+    L = cho_factor(M, lower=True)
+    Abar = solve_triangular(L[0], A.T, lower=True)
+    G = Abar.T @ Abar
+    mu = damping * jnp.max(jnp.diagonal(G), initial=0.0)
+    qdd_free = cho_solve(L, f)
+    lam = cho_solve(cho_factor(G + mu * jnp.eye(G.shape[0], dtype=G.dtype)), b - A @ qdd_free)
+    return qdd_free + cho_solve(L, A.T @ lam), lam
+
+
+def solve(method, M, f, A, b, rcond, damping):
+    """Dispatch to one of :data:`METHODS`."""
+    if method == "damped":
+        return solve_damped(M, f, A, b, damping)
+    solvers = {"kkt": solve_kkt, "schur": solve_schur, "nullspace": solve_nullspace, "svd": solve_svd}
+    if method not in solvers:
+        raise ValueError(f"unknown constrained-dynamics method {method!r}; use one of {METHODS}")
+    if method != "svd" and A.shape[0] > A.shape[1]:
+        raise ValueError(
+            f"{A.shape[0]} constraint rows on {A.shape[1]} velocity coordinates are necessarily redundant, "
+            f"so method={method!r} cannot solve them; use method='svd' or method='damped'"
+        )
+    return solvers[method](M, f, A, b, rcond)
