@@ -161,7 +161,8 @@ def drop_root(model: Model) -> Model:
     nq0, nv0 = topo.joints[0].nq, topo.joints[0].nv
     return Model(
         sub, model.joint_rotation[1:], model.joint_translation[1:], model.joint_axis[1:], model.mass[1:],
-        model.com[1:], model.inertia[1:], model.armature[nv0:], model.lower[nq0:], model.upper[nq0:],
+        model.com[1:], model.inertia[1:], model.armature[nv0:], model.damping[nv0:], model.stiffness[nv0:],
+        model.spring_reference[nq0:], model.lower[nq0:], model.upper[nq0:],
         model.velocity_limit[nv0:], model.effort_limit[nv0:], model.frame_rotation[np.asarray(keep, int)],
         model.frame_translation[np.asarray(keep, int)], model.gravity,
     )
