@@ -2,13 +2,27 @@
 
 Tests check numbers, not speed: XLA's backend optimisation is turned down to cut compile
 time (most of the suite's time), unless XLA_FLAGS already sets it.
+
+XLA:CPU's multi-threaded Eigen pool is switched off (``--xla_cpu_multi_thread_eigen=false``),
+and so is asynchronous dispatch on CPU. With both on, a large vmapped program holding many
+host callbacks (every ``eqx.error_if`` check is one) occasionally hung forever in XLA's
+``Execute`` on this 2-core machine (seen twice in test_closures.py and once in
+test_formulations.py; jax 0.10.2). Both settings are known workarounds for CPU hangs of this
+kind (jax-ml/jax#25861). The single-threaded pool was also 1.3-3x faster for batched code
+here.
 """
 
 import os
 
-if "xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
+_flags = os.environ.get("XLA_FLAGS", "")
+if "xla_backend_optimization_level" not in _flags:
+    _flags += " --xla_backend_optimization_level=0"
+if "xla_cpu_multi_thread_eigen" not in _flags:
+    _flags += " --xla_cpu_multi_thread_eigen=false"
+os.environ["XLA_FLAGS"] = _flags.strip()
+os.environ.setdefault("JAX_CPU_ENABLE_ASYNC_DISPATCH", "false")  # for the example subprocesses too
 
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
+jax.config.update("jax_cpu_enable_async_dispatch", False)
