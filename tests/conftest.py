@@ -20,7 +20,6 @@ if "xla_backend_optimization_level" not in _flags:
 if "xla_cpu_multi_thread_eigen" not in _flags:
     _flags += " --xla_cpu_multi_thread_eigen=false"
 os.environ["XLA_FLAGS"] = _flags.strip()
-os.environ.setdefault("JAX_CPU_ENABLE_ASYNC_DISPATCH", "false")  # for the example subprocesses too
 
 import jax  # noqa: E402
 
