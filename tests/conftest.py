@@ -22,6 +22,21 @@ if "xla_cpu_multi_thread_eigen" not in _flags:
 os.environ["XLA_FLAGS"] = _flags.strip()
 
 import jax  # noqa: E402
+import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_cpu_enable_async_dispatch", False)
+
+
+@pytest.fixture
+def runtime_checks_off(monkeypatch):
+    """Trace ``eqx.error_if`` checks out of the programs a test compiles.
+
+    A program that calls dozens of checked public functions under one vmap holds as many host
+    callbacks; with them XLA:CPU (jax 0.10.2) hung in ``Execute`` in about one run in two on
+    this 2-core machine (test_formulations.py), and never with the checks off. The checks
+    themselves are tested in test_errors.py.
+    """
+    import equinox._errors
+
+    monkeypatch.setattr(equinox._errors, "EQX_ON_ERROR", "off")

@@ -113,6 +113,10 @@ def _check_solution(sol, o, what):
     assert_close(sol.g, o["g"], RTOL, scale=scale, what=f"{what}: hinge torques vs RNEA")
 
 
+# see conftest.runtime_checks_off: these programs hold dozens of checked calls under one vmap
+pytestmark = pytest.mark.usefixtures("runtime_checks_off")
+
+
 FIXED_CASES = [
     ("every joint type, free root",
      ("spherical", "universal", "revolute", "continuous", "prismatic", "cylindrical", "planar"), TRANSLATING),

@@ -54,6 +54,7 @@ def _random_state(model, seed):
 
 
 # ------------------------------------------------------------ random free-floating trees
+@pytest.mark.usefixtures("runtime_checks_off")  # many checked calls under one vmap, see conftest
 @given(spec=tree_specs(min_bodies=2, max_bodies=12, floating=True, max_joint_types=3))
 @hypothesis_settings(max_examples=2)
 def test_random_trees_momentum_form(spec):
