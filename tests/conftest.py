@@ -28,8 +28,8 @@ jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 
-@pytest.fixture
-def runtime_checks_off(monkeypatch):
+@pytest.fixture(scope="module")
+def runtime_checks_off():
     """Trace ``eqx.error_if`` checks out of the programs a test compiles.
 
     A program that calls dozens of checked public functions under one vmap holds as many host
@@ -39,4 +39,6 @@ def runtime_checks_off(monkeypatch):
     """
     import equinox._errors
 
-    monkeypatch.setattr(equinox._errors, "EQX_ON_ERROR", "off")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(equinox._errors, "EQX_ON_ERROR", "off")
+        yield
