@@ -28,7 +28,7 @@ jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_cpu_enable_async_dispatch", False)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def runtime_checks_off():
     """Trace ``eqx.error_if`` checks out of the programs a test compiles.
 

@@ -52,7 +52,9 @@ def hypothesis_settings(max_examples: int) -> settings:
     return settings(
         max_examples=max(1, round(max_examples * scale)),
         deadline=None,
-        suppress_health_check=[HealthCheck.too_slow],
+        # function_scoped_fixture: the only such fixture used with them, runtime_checks_off,
+        # sets a flag and is the same for every example
+        suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
         phases=[Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink],
     )
 

@@ -113,10 +113,6 @@ def _check_solution(sol, o, what):
     assert_close(sol.g, o["g"], RTOL, scale=scale, what=f"{what}: hinge torques vs RNEA")
 
 
-# see conftest.runtime_checks_off: these programs hold dozens of checked calls under one vmap
-pytestmark = pytest.mark.usefixtures("runtime_checks_off")
-
-
 FIXED_CASES = [
     ("every joint type, free root",
      ("spherical", "universal", "revolute", "continuous", "prismatic", "cylindrical", "planar"), TRANSLATING),
@@ -124,6 +120,7 @@ FIXED_CASES = [
 ]
 
 
+@pytest.mark.usefixtures("runtime_checks_off")  # dozens of checked calls under one vmap, see conftest
 @pytest.mark.parametrize("name,joints,methods", FIXED_CASES, ids=[c[0] for c in FIXED_CASES])
 def test_fixed_base_matches_aba_and_rnea(name, joints, methods):
     """qdd == aba, body accelerations == d/dt maximal_state, hinge wrenches == RNEA's, for every
@@ -206,6 +203,7 @@ MOVING_CASES = [
 ]
 
 
+@pytest.mark.usefixtures("runtime_checks_off")  # dozens of checked calls under one vmap, see conftest
 @pytest.mark.parametrize("name,joints,methods", MOVING_CASES, ids=[c[0] for c in MOVING_CASES])
 def test_moving_base_matches_joint_space(name, joints, methods):
     """Remark 3: a tree on a base moving along a prescribed trajectory (position, velocity,
