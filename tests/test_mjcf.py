@@ -284,3 +284,127 @@ def test_cli_info(tmp_path, capsys):
     assert cli.main(["info", str(pendula)]) == 1
     assert "On the command line: --ignore gravcomp." in capsys.readouterr().err
     assert cli.main(["info", str(pendula), "--ignore", "gravcomp"]) == 0
+
+
+# ------------------------------------------------------------------ equalities as loop closures
+LOOPS = """
+<mujoco model="loops">
+  <option gravity="0.4 -0.3 -9.8"><flag contact="disable"/></option>
+  <worldbody>
+    <body name="l1" pos="0 0 1">
+      <joint name="l_ball" type="ball"/>
+      <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.04"/>
+      <body name="l2" pos="0.5 0 0">
+        <joint name="l_hinge" axis="0 1 0"/>
+        <geom type="capsule" fromto="0 0 0 0.4 0.1 -0.3" size="0.03"/>
+        <site name="l_tip" pos="0.4 0.1 -0.3"/>
+      </body>
+    </body>
+    <body name="r1" pos="1.3 0.1 1.1">
+      <joint name="r_hinge1" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 -0.2 0 -0.5" size="0.04"/>
+      <body name="r2" pos="-0.2 0 -0.5" euler="10 20 5">
+        <joint name="r_hinge2" axis="1 0 0.3"/>
+        <geom type="capsule" fromto="0 0 0 -0.2 0 -0.1" size="0.03"/>
+        <site name="r_tip" pos="-0.2 0 -0.1"/>
+      </body>
+    </body>
+    <body name="box" pos="0.2 0.5 0.3" quat="0.9 0.1 0.3 -0.2">
+      <freejoint/>
+      <geom type="box" size="0.1 0.05 0.08"/>
+      <site name="box_corner" pos="0.1 0.05 0.08" quat="0.8 0.2 -0.1 0.3"/>
+    </body>
+  </worldbody>
+  <equality>
+    <connect name="tips" body1="l2" body2="r2" anchor="0.4 0.1 -0.3"/>
+    <weld name="box_on_l1" body1="box" body2="l1"/>
+    <connect name="sites" site1="l_tip" site2="r_tip" active="false"/>
+    <weld name="site_weld" site1="box_corner" site2="r_tip" active="false"/>
+  </equality>
+</mujoco>
+"""
+
+
+def _equality_residuals(m, qpos):
+    """Per active equality: MuJoCo's translation error norm and rotation angle (weld)."""
+    d = mujoco.MjData(m)
+    d.qpos[:] = qpos
+    mujoco.mj_forward(m, d)
+    rows = d.efc_pos[d.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY]
+    out, k = [], 0
+    for e in range(m.neq):
+        if not d.eq_active[e]:
+            continue
+        n = 6 if m.eq_type[e] == mujoco.mjtEq.mjEQ_WELD else 3
+        r = rows[k : k + n]
+        k += n
+        out.append(np.linalg.norm(r[:3]))
+        if n == 6:  # rows 3:6 are the error quaternion's vector part (torquescale 1)
+            out.append(2 * np.arcsin(min(np.linalg.norm(r[3:]), 1.0)))
+    return np.array(out)
+
+
+def _mbjax_residuals(model, closures, q):
+    phi = np.asarray(mbjax.loop_residual(model, closures, q))
+    out, k = [], 0
+    for kind in closures.joint_types:
+        out.append(np.linalg.norm(phi[k : k + 3]))
+        if kind == "weld":
+            out.append(np.linalg.norm(phi[k + 3 : k + 6]))
+        k += 3 if kind == "spherical" else 6
+    return np.array(out)
+
+
+@pytest.mark.parametrize("active", [(0, 1), (2, 3)], ids=["bodies", "sites"])
+def test_equalities_are_loop_closures(active):
+    """connect and weld equalities, between bodies and between sites: at random
+    configurations mbjax's loop residual has MuJoCo's magnitudes (translation error, weld
+    rotation angle), loop by loop."""
+    m = mbjax.model.mjcf.compile_mjcf(LOOPS)
+    m.eq_active0[:] = [e in active for e in range(m.neq)]
+    model, closures = mbjax.load_mjcf_with_closures(m)
+    names = [mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_EQUALITY, e) for e in active]
+    assert closures.names == tuple(names)
+    rng = np.random.default_rng(1)
+    for _ in range(4):
+        qpos = _random_qpos(m, rng)
+        np.testing.assert_allclose(_mbjax_residuals(model, closures, qpos), _equality_residuals(m, qpos), rtol=1e-10, atol=1e-12)
+
+
+def test_closed_chain_dynamics_equal_rigid_mujoco():
+    """At rest on the constraint manifold, mbjax's constrained accelerations equal the rigid
+    solution built from MuJoCo's own mass matrix, bias forces and equality Jacobian,
+    [M -J^T; J 0] (qacc, f) = (tau - bias, 0) (MuJoCo's equalities are soft; at zero velocity
+    J_dot qvel vanishes, so this is the exact rigid limit of its model). Away from rest, the
+    velocities MuJoCo's equality Jacobian allows are those mbjax's loop Jacobian allows (at
+    another assembled configuration: off the constraint manifold the two residual functions,
+    and so their Jacobians, differ)."""
+    m = mbjax.model.mjcf.compile_mjcf(LOOPS)
+    model, closures = mbjax.load_mjcf_with_closures(m)
+    assert np.abs(mbjax.loop_residual(model, closures, m.qpos0)).max() < 1e-12  # MuJoCo assembles at qpos0
+    rng = np.random.default_rng(2)
+    tau = rng.standard_normal(m.nv)
+    d = mujoco.MjData(m)
+    d.qpos[:] = m.qpos0
+    d.qfrc_applied[:] = tau
+    mujoco.mj_forward(m, d)
+    M = _full_mass_matrix(m, d)
+    J = d.efc_J.reshape(-1, m.nv)[d.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY]
+    kkt = np.block([[M, -J.T], [J, np.zeros((len(J), len(J)))]])
+    qacc = np.linalg.solve(kkt, np.concatenate([tau - d.qfrc_bias, np.zeros(len(J))]))[: m.nv]
+    q = jnp.asarray(m.qpos0)
+    zero = jnp.zeros(m.nv)
+    qdd = mbjax.constrained_forward_dynamics(model, closures, q, zero, mbjax.from_mujoco_force(model, q, tau)).qdd
+    expected = mbjax.from_mujoco_acceleration(model, q, zero, qacc)
+    np.testing.assert_allclose(qdd, expected, rtol=0, atol=1e-10 * np.abs(expected).max())
+
+    # at another assembled configuration: ker(J_mujoco) = ker(Phi_q), through the velocity convention
+    guess = mbjax.integrate(model, q, 0.3 * rng.standard_normal(m.nv))
+    qpos = np.asarray(mbjax.assemble(model, closures, guess))
+    d.qpos[:] = qpos
+    mujoco.mj_forward(m, d)
+    J = d.efc_J.reshape(-1, m.nv)[d.efc_type == mujoco.mjtConstraint.mjCNSTR_EQUALITY]
+    Phi_q = np.asarray(mbjax.loop_jacobian(model, closures, qpos))
+    null = np.linalg.svd(Phi_q)[2][np.linalg.matrix_rank(Phi_q):].T  # mbjax velocities
+    qvel = np.asarray(jax.vmap(lambda v: mbjax.to_mujoco_velocity(model, qpos, v), 1, 1)(null))
+    assert np.abs(J @ qvel).max() < 1e-10 * np.abs(J).max()

@@ -29,6 +29,10 @@ Conventions (see also :mod:`mbjax.interop`):
   flags that disable gravity, springs or dampers are honoured.
 - Not modelled: contacts, and the enforcement of joint limits (both are MuJoCo constraints);
   actuators (mbjax's input is the generalized force; apply ``gear * ctrl`` yourself).
+- ``connect`` and ``weld`` equalities, between bodies or sites, become loop closures
+  (:func:`load_mjcf_with_closures`): a ``connect`` is a spherical cut joint at its anchors,
+  a ``weld`` a rigid one holding MuJoCo's ``relpose``. mbjax enforces them exactly, where
+  MuJoCo's are soft (``solref``, ``solimp``); ``torquescale`` has no counterpart.
 """
 
 from __future__ import annotations
@@ -108,13 +112,81 @@ def load_mjcf(source, ignore=(), inertia_check: str = "raise", dtype=None) -> Mo
     **Returns:** the :class:`Model`; its q is MuJoCo's qpos (see this module's conventions
     for the free-joint velocity).
     """
+    ignore = _ignored(ignore)
+    mujoco = _mujoco()
+    m = compile_mjcf(source)
+    _refuse_unsupported(mujoco, m, ignore)
+    return _convert(mujoco, m, ignore, inertia_check, dtype)[0]
+
+
+def load_mjcf_with_closures(source, ignore=(), inertia_check: str = "raise", dtype=None):
+    """Like :func:`load_mjcf`, with the model's ``connect`` and ``weld`` equalities as loop
+    closures.
+
+    **Returns:** ``(model, closures)``: the :class:`Model` of the kinematic tree and the
+    :class:`mbjax.LoopClosures` (``None`` when the file has no active connect or weld), for
+    :func:`mbjax.constrained_forward_dynamics`, :func:`mbjax.assemble` and ``simulate``.
+    A ``connect`` becomes a spherical cut joint at its two anchors; a ``weld`` a rigid cut
+    joint whose frames are body 1 at the weld's anchor turned by ``relpose``, and body 2 at
+    the anchor (sites: the site frames). Other equalities (joint, tendon, distance, flex) are
+    refused unless ``ignore`` names ``"equality"``. Equalities that are inactive in the file
+    (``active="false"``) are left out, as MuJoCo leaves them out until they are switched on.
+    """
+    ignore = _ignored(ignore)
+    mujoco = _mujoco()
+    m = compile_mjcf(source)
+    loops = _loop_equalities(mujoco, m)
+    _refuse_unsupported(mujoco, m, ignore, handled=loops)
+    model, site_frames = _convert(mujoco, m, ignore, inertia_check, dtype)
+    return model, _closures(mujoco, m, model, site_frames, loops, dtype)
+
+
+def _ignored(ignore):
     unknown = set(ignore) - set(IGNORABLE)
     if isinstance(ignore, str) or unknown:
         raise ValueError(f"ignore must be a collection of {sorted(IGNORABLE)}; got {ignore!r}")
-    mujoco = _mujoco()
-    m = compile_mjcf(source)
-    _refuse_unsupported(mujoco, m, set(ignore))
-    return _convert(mujoco, m, set(ignore), inertia_check, dtype)
+    return set(ignore)
+
+
+# ------------------------------------------------------------------------------ equalities
+def _loop_equalities(mujoco, m):
+    """Ids of the active connect and weld equalities."""
+    eq = mujoco.mjtEq
+    return [e for e in range(m.neq) if m.eq_active0[e] and int(m.eq_type[e]) in (int(eq.mjEQ_CONNECT), int(eq.mjEQ_WELD))]
+
+
+def _closures(mujoco, m, model, site_frames, loops, dtype):
+    """LoopClosures of the equalities ``loops``.
+
+    MuJoCo's residuals (engine_core_constraint.c), with body poses (R_i, p_i):
+    connect: p_1 + R_1 data[0:3] = p_2 + R_2 data[3:6];
+    weld: p_1 + R_1 data[3:6] = p_2 + R_2 data[0:3] and R_1 relpose = R_2, relpose = data[6:10].
+    For site equalities the site frames coincide (weld) or their origins (connect).
+    """
+    if not loops:
+        return None
+    from ..constraints.closures import LoopClosureBuilder
+
+    obj = mujoco.mjtObj
+    builder = LoopClosureBuilder(model)
+    for e in loops:
+        name = mujoco.mj_id2name(m, obj.mjOBJ_EQUALITY, e) or f"equality{e}"
+        weld = int(m.eq_type[e]) == int(mujoco.mjtEq.mjEQ_WELD)
+        ids, data = (int(m.eq_obj1id[e]), int(m.eq_obj2id[e])), np.asarray(m.eq_data[e], float)
+        if int(m.eq_objtype[e]) == int(obj.mjOBJ_SITE):
+            frames = [site_frames.get(i) for i in ids]
+            if None in frames:
+                raise MJCFError(f"equality {name!r} joins unnamed sites; name them to load it as a loop closure")
+            pose_a, pose_b = {}, {}
+        else:
+            frames = [None if i == 0 else mujoco.mj_id2name(m, obj.mjOBJ_BODY, i) or f"body{i}" for i in ids]
+            if weld:
+                pose_a = dict(rotation_a=_quat_to_rotation(data[6:10]), translation_a=data[3:6])
+                pose_b = dict(translation_b=data[0:3])
+            else:
+                pose_a, pose_b = dict(translation_a=data[0:3]), dict(translation_b=data[3:6])
+        builder.add_loop(name, "weld" if weld else "spherical", frames[0], frames[1], **pose_a, **pose_b)
+    return builder.build(dtype=dtype)
 
 
 # ------------------------------------------------------------------------------ checks
@@ -122,11 +194,15 @@ def _names(mujoco, m, obj, ids):
     return [mujoco.mj_id2name(m, obj, int(i)) or f"(unnamed, id {int(i)})" for i in ids]
 
 
-def _refuse_unsupported(mujoco, m, ignore):
+def _refuse_unsupported(mujoco, m, ignore, handled=()):
+    """Raise MJCFError naming what the model uses and mbjax does not model (except
+    ``ignore``, and the equalities ``handled`` as loop closures)."""
     obj = mujoco.mjtObj
     found = {}
-    if m.neq:
-        found["equality"] = f"{m.neq} equality constraint(s) {_names(mujoco, m, obj.mjOBJ_EQUALITY, range(m.neq))[:5]}"
+    eqs = [e for e in range(m.neq) if m.eq_active0[e] and e not in handled]  # inactive: not enforced
+    if eqs:
+        hint = "" if handled else "; connect and weld load as loop closures with load_mjcf_with_closures"
+        found["equality"] = f"{len(eqs)} equality constraint(s) {_names(mujoco, m, obj.mjOBJ_EQUALITY, eqs)[:5]}{hint}"
     if m.ntendon:
         found["tendon"] = f"{m.ntendon} tendon(s) {_names(mujoco, m, obj.mjOBJ_TENDON, range(m.ntendon))[:5]}"
     dyn = [i for i in range(m.nu) if m.actuator_dyntype[i] != mujoco.mjtDyn.mjDYN_NONE
@@ -206,15 +282,16 @@ def _convert(mujoco, m, ignore, inertia_check, dtype) -> Model:
             if tip[b][0] != name:
                 builder.add_frame(name, tip[b][0], translation=tip[b][1])
 
+    site_frames = {}  # site id -> frame name
     for s in range(m.nsite):
         sname = mujoco.mj_id2name(m, obj.mjOBJ_SITE, s)
         if sname:
             body, offset = tip[int(m.site_bodyid[s])]
             pos, quat = _same_frame(mujoco, m.site_sameframe[s], m.site_pos[s], m.site_quat[s],
                                     inertial_frame[int(m.site_bodyid[s])])
-            builder.add_frame(f"site:{sname}" if sname in taken else sname, body,
-                              rotation=_quat_to_rotation(quat), translation=offset + pos)
-    return builder.build(dtype=dtype)
+            site_frames[s] = f"site:{sname}" if sname in taken else sname
+            builder.add_frame(site_frames[s], body, rotation=_quat_to_rotation(quat), translation=offset + pos)
+    return builder.build(dtype=dtype), site_frames
 
 
 def _chain_names(mujoco, m, b, name):
