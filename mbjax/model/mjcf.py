@@ -125,7 +125,7 @@ def load_mjcf_with_closures(source, ignore=(), inertia_check: str = "raise", dty
 
     **Returns:** ``(model, closures)``: the :class:`Model` of the kinematic tree and the
     :class:`mbjax.LoopClosures` (``None`` when the file has no active connect or weld), for
-    :func:`mbjax.constrained_forward_dynamics`, :func:`mbjax.assemble` and ``simulate``.
+    :func:`mbjax.constrained_forward_dynamics`, :func:`mbjax.constrained_vector_field` and :func:`mbjax.assemble`.
     A ``connect`` becomes a spherical cut joint at its two anchors; a ``weld`` a rigid cut
     joint whose frames are body 1 at the weld's anchor turned by ``relpose``, and body 2 at
     the anchor (sites: the site frames). Other equalities (joint, tendon, distance, flex) are
