@@ -84,6 +84,7 @@ SCRIPTS = {
     "free_floating_planning": ([str(ROOT / "examples" / "free_floating_planning.py"), "--quick"], True, ""),
     "notebook_free_floating": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "free_floating.ipynb")], HAS_MPL,
                                "needs matplotlib"),
+    "notebook_batched": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "batched_simulation.ipynb")], True, ""),
     "simulate_conservation": ([str(ROOT / "examples" / "simulate_conservation.py"), "--small"], True, ""),
     "maximal_coordinates_drift": ([str(ROOT / "examples" / "maximal_coordinates_drift.py"), "--quick"], True, ""),
     "four_bar": ([str(ROOT / "examples" / "four_bar.py"), "--quick"], True, ""),
@@ -210,6 +211,14 @@ def test_free_floating_examples(launched):
 
 def test_free_floating_notebook(launched):
     assert "NOTEBOOK OK" in _run(launched, "notebook_free_floating")
+
+
+def test_batched_simulation_notebook(launched):
+    """The notebook asserts energy conservation in the batch, the exact-model controller and
+    its gradient against a central difference."""
+    log = _run(launched, "notebook_batched")
+    assert "NOTEBOOK OK" in log
+    assert float(re.search(r"largest difference from the unsharded run: (\S+)", log).group(1)) <= 1e-12
 
 
 def test_readme_code(launched):
