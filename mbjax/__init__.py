@@ -73,6 +73,7 @@ from .model.builder import ModelBuilder, check_inertia
 from .model.joints import JOINT_TYPES
 from .model.model import Model
 from .model.topology import Topology, incidence_matrix, path_matrix, regular_labeling
+from .model.actuators import ActuatorControl, Actuators, load_mjcf_actuators
 from .model.mjcf import MJCFError, load_mjcf, load_mjcf_with_closures
 from .model.urdf import URDFError, load_urdf
 from .robots import bundled_model_path, example_robot_path, load_bundled, load_example_robot
@@ -101,7 +102,7 @@ __all__ = [
     "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "incidence_matrix",
     "integrate", "kinetic_energy", "momentum", "neutral", "nonlinear_effects", "normalize", "path_matrix",
     "potential_energy", "random_configuration", "regular_labeling", "rnea", "spatial",
-    "MJCFError", "animate", "load_mjcf", "load_mjcf_with_closures", "passive_forces", "from_mujoco_velocity", "to_mujoco_velocity",
+    "ActuatorControl", "Actuators", "MJCFError", "animate", "load_mjcf", "load_mjcf_actuators", "load_mjcf_with_closures", "passive_forces", "from_mujoco_velocity", "to_mujoco_velocity",
     "from_mujoco_acceleration", "to_mujoco_acceleration", "from_mujoco_force", "to_mujoco_force",
     # free-floating robots (seed 001)
     "FloatingInertia", "GeneralizedJacobian", "base_velocity", "floating_forward_dynamics", "floating_inertia",

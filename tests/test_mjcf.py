@@ -18,6 +18,7 @@ from __future__ import annotations
 from importlib import metadata
 from pathlib import Path
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -408,3 +409,51 @@ def test_closed_chain_dynamics_equal_rigid_mujoco():
     null = np.linalg.svd(Phi_q)[2][np.linalg.matrix_rank(Phi_q):].T  # mbjax velocities
     qvel = np.asarray(jax.vmap(lambda v: mbjax.to_mujoco_velocity(model, qpos, v), 1, 1)(null))
     assert np.abs(J @ qvel).max() < 1e-10 * np.abs(J).max()
+
+
+ACTUATED = """
+<mujoco model="actuated">
+  <worldbody>
+    <body name="a">
+      <joint name="hinge" axis="0 1 0" range="-1 1" actuatorfrcrange="-3 3"/>
+      <geom type="capsule" fromto="0 0 0 0.5 0 0" size="0.05"/>
+      <body name="b" pos="0.5 0 0">
+        <joint name="slide" type="slide" axis="1 0 0"/>
+        <geom type="box" size="0.1 0.1 0.1"/>
+        <body name="c" pos="0.2 0 0">
+          <joint name="free_hinge" axis="0 0 1"/>
+          <geom type="sphere" size="0.05"/>
+        </body>
+      </body>
+    </body>
+  </worldbody>
+  <actuator>
+    <motor joint="hinge" gear="2.5" ctrlrange="-1 1"/>
+    <position joint="slide" kp="40" kv="3" ctrlrange="-0.3 0.3" forcerange="-5 5"/>
+    <velocity joint="free_hinge" kv="2" gear="-1.5"/>
+    <general joint="free_hinge" gaintype="affine" gainprm="1 0.5 -0.2" biastype="affine" biasprm="0.1 -2 -0.3"/>
+  </actuator>
+</mujoco>
+"""
+
+
+def test_actuators_equal_mujoco():
+    """Motor, position (with kv), velocity and general affine actuators, with control, force
+    and joint actuator-force limits: mbjax's torques equal MuJoCo's qfrc_actuator."""
+    m = mbjax.model.mjcf.compile_mjcf(ACTUATED)
+    model, actuators = mbjax.load_mjcf(m), mbjax.load_mjcf_actuators(m)
+    assert actuators.names == ("actuator0", "actuator1", "actuator2", "actuator3") and actuators.nv == model.nv
+    rng = np.random.default_rng(3)
+    d = mujoco.MjData(m)
+    torque = eqx.filter_jit(lambda q, qd, c: actuators(q, qd, c))
+    for _ in range(20):  # controls up to twice the ranges: the limits are exercised
+        d.qpos[:], d.qvel[:], d.ctrl[:] = rng.uniform(-1, 1, m.nq), 2 * rng.standard_normal(m.nv), rng.uniform(-2, 2, m.nu)
+        mujoco.mj_forward(m, d)
+        np.testing.assert_allclose(torque(d.qpos, d.qvel, d.ctrl), d.qfrc_actuator, rtol=1e-12, atol=1e-12)
+    tau = actuators.control(jnp.array([0.5, 0.1, 0.0, 0.2]))(0.0, jnp.zeros(3), jnp.zeros(3))
+    assert np.isfinite(tau).all()
+    with pytest.raises(mbjax.MJCFError, match="ball or free joint"):
+        mbjax.load_mjcf_actuators('<mujoco><worldbody><body><freejoint name="f"/><geom size=".1"/></body></worldbody>'
+                                  '<actuator><motor joint="f" gear="1 0 0 0 0 0"/></actuator></mujoco>')
+    with pytest.raises(ValueError, match="4 actuators"):
+        actuators(jnp.zeros(3), jnp.zeros(3), jnp.zeros(2))

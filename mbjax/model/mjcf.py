@@ -27,8 +27,9 @@ Conventions (see also :mod:`mbjax.interop`):
   kept); mocap bodies are fixed where they stand in the file; armature, damping, stiffness and
   ``springref`` become the model's leaves (:func:`mbjax.passive_forces`). MuJoCo's own option
   flags that disable gravity, springs or dampers are honoured.
-- Not modelled: contacts, and the enforcement of joint limits (both are MuJoCo constraints);
-  actuators (mbjax's input is the generalized force; apply ``gear * ctrl`` yourself).
+- Not modelled: contacts, and the enforcement of joint limits (both are MuJoCo constraints).
+  mbjax's input is the generalized force; :func:`mbjax.load_mjcf_actuators` turns the
+  model's joint actuators into a map from MuJoCo's ``ctrl`` to it.
 - ``connect`` and ``weld`` equalities, between bodies or sites, become loop closures
   (:func:`load_mjcf_with_closures`): a ``connect`` is a spherical cut joint at its anchors,
   a ``weld`` a rigid one holding MuJoCo's ``relpose``. mbjax enforces them exactly, where
