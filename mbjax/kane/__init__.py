@@ -13,10 +13,10 @@ from .joints import BuildingBlockJoint, nominal_orientation
 from .kinematics import KaneKinematics, coordinate_rates, kinematical_equations, system_kinematics
 from .models import kane_forward_dynamics_from, kane_speeds, state_to_model, to_model
 from .satellite import satellite
-from .system import KaneBuilder, KaneSystem, composite_bodies
+from .system import CompositeBodies, KaneBuilder, KaneSystem, composite_bodies
 
 __all__ = [
-    "BuildingBlockJoint", "KaneBuilder", "KaneDynamics", "KaneKinematics", "KaneSystem", "composite_bodies",
+    "BuildingBlockJoint", "CompositeBodies", "KaneBuilder", "KaneDynamics", "KaneKinematics", "KaneSystem", "composite_bodies",
     "coordinate_rates", "kane_dynamics", "kane_kinetic_energy", "kane_momentum", "kinematical_equations",
     "nominal_orientation", "system_kinematics", "kane_forward_dynamics_from", "kane_speeds", "state_to_model",
     "to_model", "satellite",

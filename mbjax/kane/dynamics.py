@@ -112,10 +112,10 @@ def kane_dynamics(system: KaneSystem, q, u, forces=None, f_ext=None, lump: bool 
     else:
         q, u, forces = _check(system, q=q, u=u, forces=forces)
     kin = system_kinematics(system, q, u, lump)
-    mass, _, inertia, _ = composite_bodies(system, lump)
-    inertia_n = world_inertias(kin, inertia)
-    M = mass_matrix_from(kin, mass, inertia_n)
-    f = force_array_from(kin, mass, inertia_n, _check_f_ext(system, f_ext)) + forces
+    bodies = composite_bodies(system, lump)
+    inertia_n = world_inertias(kin, bodies.inertia)
+    M = mass_matrix_from(kin, bodies.mass_prime, inertia_n)
+    f = force_array_from(kin, bodies.mass_prime, inertia_n, _check_f_ext(system, f_ext)) + forces
     return KaneDynamics(M, f, solve(M, f), coordinate_rates(system, q, u))
 
 
@@ -125,9 +125,9 @@ def kane_momentum(system: KaneSystem, q, u):
     N's axes: sum over composite bodies of m v^{B*} and I^{B*} . omega^B + r^{B*} x m v^{B*}."""
     q, u = _check(system, q=q, u=u)
     kin = system_kinematics(system, q, u)
-    mass, _, inertia, _ = composite_bodies(system)
-    lin = mass[:, None] * kin.v
-    ang = spatial.matvec(world_inertias(kin, inertia), kin.omega) + jnp.cross(kin.point, lin)
+    bodies = composite_bodies(system)
+    lin = bodies.mass_prime[:, None] * kin.v
+    ang = spatial.matvec(world_inertias(kin, bodies.inertia), kin.omega) + jnp.cross(kin.point, lin)
     return jnp.concatenate([lin.sum(0), ang.sum(0)])
 
 
@@ -136,5 +136,5 @@ def kane_kinetic_energy(system: KaneSystem, q, u):
     """T = 1/2 u^T M u."""
     q, u = _check(system, q=q, u=u)
     kin = system_kinematics(system, q, u)
-    mass, _, inertia, _ = composite_bodies(system)
-    return 0.5 * u @ mass_matrix_from(kin, mass, world_inertias(kin, inertia)) @ u
+    bodies = composite_bodies(system)
+    return 0.5 * u @ mass_matrix_from(kin, bodies.mass_prime, world_inertias(kin, bodies.inertia)) @ u

@@ -80,9 +80,11 @@ class BuildingBlockJoint:
 
     @property
     def speed_axes(self) -> tuple:
-        """Body-axis index (0-based) of each speed of a nonrecursive kind, -1 otherwise."""
-        trans = tuple(range(3)) if self.n_translations == 3 else (-1,) * self.n_translations
-        rot = tuple(i - 1 for i in self.rotation_axes) if self.n_rotations == 3 else (-1,) * self.n_rotations
+        """Body-axis index (0-based) of each speed of a nonrecursive kind, -1 otherwise: the
+        speeds of three rotations are omega^B . b_1, b_2, b_3 whatever the rotation sequence
+        (Table 7: omega^B = u_{o+1} b_1 + u_{o+2} b_2 + u_{o+3} b_3)."""
+        trans = (0, 1, 2) if self.n_translations == 3 else (-1,) * self.n_translations
+        rot = (0, 1, 2) if self.n_rotations == 3 else (-1,) * self.n_rotations
         return trans + rot
 
 

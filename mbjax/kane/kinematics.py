@@ -22,6 +22,7 @@ import numpy as np
 
 from .. import spatial
 from ..model.tree import take
+from .system import composite_bodies, system_poses
 from .joints import BODY_ROTATION, BODY_TRANSLATION, ROTATION, TRANSLATION
 from .tree import KaneTree
 
@@ -115,11 +116,9 @@ def kane_kinematics_from(tree: KaneTree, R, p, axes, com, ref, u, gravity) -> Ka
 # ------------------------------------------------------------ building-block systems
 def system_kinematics(system, q, u, lump: bool = True) -> KaneKinematics:
     """:func:`kane_kinematics_from` for a :class:`~mbjax.kane.KaneSystem` at (q, u)."""
-    from .system import composite_bodies, system_poses
-
     R, p, axes = system_poses(system, q)
-    _, com, _, ref = composite_bodies(system, lump)
-    return kane_kinematics_from(system.tree, R, p, axes, com, ref, u, system.gravity)
+    bodies = composite_bodies(system, lump)
+    return kane_kinematics_from(system.tree, R, p, axes, bodies.com, bodies.ref, u, system.gravity)
 
 
 def _inverse_columns(a, b, c):

@@ -142,27 +142,36 @@ def kane_forward_dynamics_from(model: Model, q, qd, tau, f_ext=None):
 
 
 # ------------------------------------------------------------ system -> Model
-def _mbjax_joint(system: KaneSystem, b: int):
-    """The mbjax joint type and axes equivalent to body b's building-block joint."""
+def _joint_type(system: KaneSystem, b: int) -> str:
+    """The mbjax joint type of body b's building-block joint (from its structure only)."""
     joint = system.joints[b]
-    nt, axes = joint.n_translations, joint.rotation_axes
-    eye = np.eye(3)
-    R0 = np.asarray(system.nominal_rotation[b])
-    d = np.asarray(system.directions[b])
-    if nt == 0 and len(axes) in (0, 3):
-        return ("fixed", {}) if not axes else ("spherical", {})
-    if nt == 0:
-        kwargs = {"axis": eye[axes[0] - 1]}
-        return ("revolute", kwargs) if len(axes) == 1 else ("universal", {**kwargs, "axis2": eye[axes[1] - 1]})
-    if nt == 1 and not axes:
-        return "prismatic", {"axis": R0.T @ d[0]}
-    if nt == 1 and len(axes) == 1 and np.allclose(np.cross(R0.T @ d[0], eye[axes[0] - 1]), 0.0):
-        return "cylindrical", {"axis": eye[axes[0] - 1]}
-    if nt == 3 and len(axes) == 3 and system.parents[b] < 0:
-        return "free", {}
+    nt, nr = joint.n_translations, joint.n_rotations
+    types = {(0, 0): "fixed", (0, 1): "revolute", (0, 2): "universal", (0, 3): "spherical", (1, 0): "prismatic",
+             (1, 1): "cylindrical"}
+    if (nt, nr) in types:
+        return types[nt, nr]
+    if (nt, nr) == (3, 3) and system.parents[b] < 0:
+        return "free"
     raise NotImplementedError(
-        f"body {system.body_names[b]!r}: a joint with {nt} translations and {len(axes)} rotations has no mbjax "
+        f"body {system.body_names[b]!r}: a joint with {nt} translations and {nr} rotations has no mbjax "
         "equivalent (supported: 0-3 rotations, 1 translation with 0 or 1 rotation about it, and a free root)")
+
+
+def _joint_axes(system: KaneSystem, b: int, jt: str) -> dict:
+    """Axes (joint frame = R0) of the mbjax joint of body b."""
+    joint = system.joints[b]
+    e = [np.eye(3)[i - 1] for i in joint.rotation_axes]
+    d = np.asarray(system.nominal_rotation[b]).T @ np.asarray(system.directions[b][0])
+    if jt == "cylindrical" and np.linalg.norm(np.cross(d, e[0])) > 1e-12 * np.linalg.norm(d):
+        raise NotImplementedError(f"body {system.body_names[b]!r}: a translation and a rotation about another "
+                                  "axis have no mbjax equivalent (a cylindrical joint has one axis)")
+    if jt == "prismatic":
+        return {"axis": d}
+    if jt in ("revolute", "cylindrical"):
+        return {"axis": e[0]}
+    if jt == "universal":
+        return {"axis": e[0], "axis2": e[1]}
+    return {}
 
 
 def to_model(system: KaneSystem, name: str = "kane_system") -> Model:
@@ -171,7 +180,8 @@ def to_model(system: KaneSystem, name: str = "kane_system") -> Model:
     builder. Use :func:`state_to_model` for the matching state."""
     builder = ModelBuilder(name, gravity=np.asarray(system.gravity), inertia_check="warn")
     for b, body in enumerate(system.body_names):
-        jt, kwargs = _mbjax_joint(system, b)
+        jt = _joint_type(system, b)
+        kwargs = _joint_axes(system, b, jt)
         parent = system.parents[b]
         builder.add_body(body, parent=None if parent < 0 else system.body_names[parent], joint=jt,
                          rotation=np.asarray(system.nominal_rotation[b]), translation=np.asarray(system.joint_point[b]),
@@ -190,7 +200,7 @@ def state_to_model(system: KaneSystem, q, u):
     qs, vs = [], []
     for b, joint in enumerate(system.joints):
         sl = system.q_slice(b)
-        jt, _ = _mbjax_joint(system, b)
+        jt = _joint_type(system, b)
         nt = joint.n_translations
         Rt = kin.R[b].T
         a = system.parents[b]

@@ -21,6 +21,7 @@ constant in the parent's axes), which a numeric code written in N's axes does no
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import equinox as eqx
 import jax
@@ -261,16 +262,21 @@ def _lump(own, kids):
     return total, X, Ic
 
 
-def composite_bodies(system: KaneSystem, lump: bool = True):
-    """Mass m^{B'} (Eq. 41), mass centre (body axes) and inertia about it of every body as it
-    enters Kane's equations, and the reference point of three-translation joints.
+class CompositeBodies(NamedTuple):
+    """Inertia of every body as it enters Kane's equations (body axes)."""
 
-    **Returns:** ``(mass (nb,), com (nb, 3), inertia (nb, 3, 3), ref (nb, 3))``. With
-    ``lump=True`` the composite bodies of Eqs. (15)-(18), with m^{B'} = 0 for fixed bodies;
-    with ``lump=False`` every body's own mass, mass centre and inertia (the same motion,
-    computed without the simplification). ``ref`` is always the composite mass centre: the
-    speeds of a three-translation joint are its velocity components (Table 2).
-    """
+    mass: jax.Array  # (nb,) composite mass m^{Bc}, Eq. (15)
+    mass_prime: jax.Array  # (nb,) m^{B'} of Eq. (41): 0 for fixed bodies (lumped into the parent)
+    com: jax.Array  # (nb, 3) composite mass centre B* from B0, Eq. (16)
+    inertia: jax.Array  # (nb, 3, 3) composite inertia about B*, Eqs. (17)-(18)
+    ref: jax.Array  # (nb, 3) composite mass centre with lumping (speeds of 3-translation joints)
+
+
+def composite_bodies(system: KaneSystem, lump: bool = True) -> CompositeBodies:
+    """The composite bodies of Eqs. (15)-(18) (``lump=True``), or every body's own mass, mass
+    centre and inertia (``lump=False``: the same motion, computed without the
+    simplification; ``ref`` is the lumped composite mass centre in both cases, since the
+    speeds of a three-translation joint are its velocity components, Table 2)."""
     nb, parents, fixed = system.nbodies, system.parents, system.tree.fixed
     comp = [None] * nb
     for i in reversed(range(nb)):
@@ -278,13 +284,12 @@ def composite_bodies(system: KaneSystem, lump: bool = True):
         lumped = [(comp[c][0], system.joint_point[c] + spatial.matvec(system.nominal_rotation[c], comp[c][1]))
                   for c in kids]
         comp[i] = _lump((system.mass[i], system.com[i], system.inertia[i]), lumped)
-    mass_c = jnp.stack([c[0] for c in comp])
-    com_c = jnp.stack([c[1] for c in comp])
+    ref = jnp.stack([c[1] for c in comp])
     if not lump:
         inertia = 0.5 * (system.inertia + jnp.swapaxes(system.inertia, -1, -2))
-        return system.mass, system.com, inertia, com_c
-    mass = jnp.where(jnp.asarray(fixed), 0.0, mass_c)
-    return mass, com_c, jnp.stack([c[2] for c in comp]), com_c
+        return CompositeBodies(system.mass, system.mass, system.com, inertia, ref)
+    mass = jnp.stack([c[0] for c in comp])
+    return CompositeBodies(mass, jnp.where(jnp.asarray(fixed), 0.0, mass), ref, jnp.stack([c[2] for c in comp]), ref)
 
 
 # -------------------------------------------------------------------------- poses
