@@ -129,7 +129,7 @@ class KaneBuilder:
         **Arguments:**
 
         - ``joint_point`` (3,): r^{A0 Bj}, parent axes.
-        - ``translations``: 0-3 directions fixed in the parent (parent axes).
+        - ``translations``: 0-3 directions fixed in the parent (parent axes; normalised).
         - ``rotations``: 0-3 body-axis indices (1, 2, 3) of successive rotations, e.g.
           ``(1, 2, 3)`` for the satellite bus.
         - ``d_rot``, ``d_ref`` (parent axes): first rotation axis and reference direction
@@ -147,6 +147,8 @@ class KaneBuilder:
         joint = BuildingBlockJoint(len(trans), tuple(int(i) for i in rotations))
         if len(trans) and np.any(np.linalg.norm(trans, axis=1) == 0):
             raise ValueError(f"translation directions of {name!r} must be nonzero")
+        if len(trans):
+            trans = trans / np.linalg.norm(trans, axis=1, keepdims=True)  # unit vectors d_t
         if np.linalg.matrix_rank(trans) < len(trans) if len(trans) else False:
             raise ValueError(f"translation directions of {name!r} are linearly dependent")
         i1 = joint.rotation_axes[0] if joint.rotation_axes else 1
