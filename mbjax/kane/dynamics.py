@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import spatial
-from .kinematics import KaneKinematics, coordinate_rates, system_kinematics
+from .kinematics import KaneKinematics, coordinate_rates_from, system_kinematics
 from .system import KaneSystem, composite_bodies
 
 
@@ -111,12 +111,12 @@ def kane_dynamics(system: KaneSystem, q, u, forces=None, f_ext=None, lump: bool 
         forces = jnp.zeros_like(u)
     else:
         q, u, forces = _check(system, q=q, u=u, forces=forces)
-    kin = system_kinematics(system, q, u, lump)
     bodies = composite_bodies(system, lump)
+    kin = system_kinematics(system, q, u, lump, bodies)
     inertia_n = world_inertias(kin, bodies.inertia)
     M = mass_matrix_from(kin, bodies.mass_prime, inertia_n)
     f = force_array_from(kin, bodies.mass_prime, inertia_n, _check_f_ext(system, f_ext)) + forces
-    return KaneDynamics(M, f, solve(M, f), coordinate_rates(system, q, u))
+    return KaneDynamics(M, f, solve(M, f), coordinate_rates_from(system, kin, u))
 
 
 @eqx.filter_jit
@@ -124,8 +124,8 @@ def kane_momentum(system: KaneSystem, q, u):
     """Linear momentum and angular momentum about N's origin, (6,) ``(linear, angular)`` in
     N's axes: sum over composite bodies of m v^{B*} and I^{B*} . omega^B + r^{B*} x m v^{B*}."""
     q, u = _check(system, q=q, u=u)
-    kin = system_kinematics(system, q, u)
     bodies = composite_bodies(system)
+    kin = system_kinematics(system, q, u, bodies=bodies)
     lin = bodies.mass_prime[:, None] * kin.v
     ang = spatial.matvec(world_inertias(kin, bodies.inertia), kin.omega) + jnp.cross(kin.point, lin)
     return jnp.concatenate([lin.sum(0), ang.sum(0)])
@@ -135,6 +135,6 @@ def kane_momentum(system: KaneSystem, q, u):
 def kane_kinetic_energy(system: KaneSystem, q, u):
     """T = 1/2 u^T M u."""
     q, u = _check(system, q=q, u=u)
-    kin = system_kinematics(system, q, u)
     bodies = composite_bodies(system)
+    kin = system_kinematics(system, q, u, bodies=bodies)
     return 0.5 * u @ mass_matrix_from(kin, bodies.mass_prime, world_inertias(kin, bodies.inertia)) @ u

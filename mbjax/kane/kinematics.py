@@ -114,10 +114,11 @@ def kane_kinematics_from(tree: KaneTree, R, p, axes, com, ref, u, gravity) -> Ka
 
 
 # ------------------------------------------------------------ building-block systems
-def system_kinematics(system, q, u, lump: bool = True) -> KaneKinematics:
-    """:func:`kane_kinematics_from` for a :class:`~mbjax.kane.KaneSystem` at (q, u)."""
+def system_kinematics(system, q, u, lump: bool = True, bodies=None) -> KaneKinematics:
+    """:func:`kane_kinematics_from` for a :class:`~mbjax.kane.KaneSystem` at (q, u);
+    ``bodies``: its :func:`~mbjax.kane.composite_bodies` when already computed."""
     R, p, axes = system_poses(system, q)
-    bodies = composite_bodies(system, lump)
+    bodies = composite_bodies(system, lump) if bodies is None else bodies
     return kane_kinematics_from(system.tree, R, p, axes, bodies.com, bodies.ref, u, system.gravity)
 
 
@@ -127,15 +128,15 @@ def _inverse_columns(a, b, c):
     return rows / jnp.dot(a, rows[0])
 
 
-def kinematical_blocks(system, q, u):
-    """Per joint, the pieces of S q' = v (Eq. 1) that are not the identity.
+def kinematical_blocks(system, kin: KaneKinematics, u):
+    """Per joint, the pieces of S q' = v (Eq. 1) that are not the identity, from the
+    kinematics ``kin`` at (q, u).
 
     **Returns:** a list of ``(slice, D, rhs)``: for a nonrecursive 3-translation or
     3-rotation joint, ``D`` (3, 3) has the N-axes joint directions d_j as columns and
     ``sum_j q'_j d_j = rhs`` (Eqs. 21-22, 26-27), so that Eq. (23)/(28) reads
     ``(D^T D) q' = D^T rhs``. Other speeds have ``q' = u`` (Eqs. 20, 25).
     """
-    kin = system_kinematics(system, q, u)
     axes = kin.axes
     blocks = []
     for b, joint in enumerate(system.joints):
@@ -166,17 +167,22 @@ def kinematical_equations(system, q, u):
     """
     S = jnp.eye(system.nq, dtype=u.dtype)
     v = u
-    for sl, D, rhs in kinematical_blocks(system, q, u):
+    for sl, D, rhs in kinematical_blocks(system, system_kinematics(system, q, u), u):
         S = S.at[sl, sl].set(D.T @ D)
         v = v.at[sl].set(D.T @ rhs)
     return S, v
 
 
-def coordinate_rates(system, q, u):
+def coordinate_rates_from(system, kin: KaneKinematics, u):
     """q' (nq,) from the kinematical equations: ``q' = u`` for recursive speeds and
     ``q' = D^{-1} rhs`` for nonrecursive joints (explicit 3x3 inverse; singular where the
     joint's directions are coplanar, e.g. at cos q5 = 0 for the bus's 1-2-3 angles, Eq. 29)."""
     qd = u
-    for sl, D, rhs in kinematical_blocks(system, q, u):
+    for sl, D, rhs in kinematical_blocks(system, kin, u):
         qd = qd.at[sl].set(_inverse_columns(D[:, 0], D[:, 1], D[:, 2]) @ rhs)
     return qd
+
+
+def coordinate_rates(system, q, u):
+    """q' (nq,) at (q, u): :func:`coordinate_rates_from` the system's kinematics."""
+    return coordinate_rates_from(system, system_kinematics(system, q, u), u)
