@@ -34,7 +34,6 @@ os.environ.setdefault("EQX_ON_ERROR", "off")
 import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
-import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 import mbjax  # noqa: E402

@@ -22,8 +22,8 @@ import numpy as np
 
 from .. import spatial
 from ..model.tree import take
-from .system import composite_bodies, system_poses
 from .joints import BODY_ROTATION, BODY_TRANSLATION, ROTATION, TRANSLATION
+from .system import composite_bodies, system_poses
 from .tree import KaneTree
 
 
