@@ -21,7 +21,7 @@ import jax.numpy as jnp
 
 from .. import spatial
 from .kinematics import KaneKinematics, coordinate_rates_from, system_kinematics
-from .system import KaneSystem, composite_bodies
+from .system import KaneSystem, check_system_state, composite_bodies
 
 
 class KaneDynamics(NamedTuple):
@@ -66,20 +66,6 @@ def solve(M, f):
     return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), f)
 
 
-def _check(system: KaneSystem, **vectors):
-    """Shapes at trace time; non-finite values inside jit (one error_if)."""
-    out = []
-    for name, x in vectors.items():
-        x = jnp.asarray(x, dtype=system.mass.dtype)
-        if x.shape != (system.nq,):
-            raise ValueError(f"{name} has shape {x.shape}; the system expects ({system.nq},) "
-                             "(one entry per joint degree of freedom). For a batch, use jax.vmap.")
-        out.append(x)
-    bad = jnp.any(jnp.stack([~jnp.all(jnp.isfinite(x)) for x in out]))
-    out = eqx.error_if(tuple(out), bad, f"{', '.join(vectors)} contain NaN or infinite values")
-    return out
-
-
 def _check_f_ext(system: KaneSystem, f_ext):
     if f_ext is None:
         return None
@@ -107,10 +93,10 @@ def kane_dynamics(system: KaneSystem, q, u, forces=None, f_ext=None, lump: bool 
     **Returns:** :class:`KaneDynamics` (M, f, u', q').
     """
     if forces is None:
-        q, u = _check(system, q=q, u=u)
+        q, u = check_system_state(system, q=q, u=u)
         forces = jnp.zeros_like(u)
     else:
-        q, u, forces = _check(system, q=q, u=u, forces=forces)
+        q, u, forces = check_system_state(system, q=q, u=u, forces=forces)
     bodies = composite_bodies(system, lump)
     kin = system_kinematics(system, q, u, lump, bodies)
     inertia_n = world_inertias(kin, bodies.inertia)
@@ -123,7 +109,7 @@ def kane_dynamics(system: KaneSystem, q, u, forces=None, f_ext=None, lump: bool 
 def kane_momentum(system: KaneSystem, q, u):
     """Linear momentum and angular momentum about N's origin, (6,) ``(linear, angular)`` in
     N's axes: sum over composite bodies of m v^{B*} and I^{B*} . omega^B + r^{B*} x m v^{B*}."""
-    q, u = _check(system, q=q, u=u)
+    q, u = check_system_state(system, q=q, u=u)
     bodies = composite_bodies(system)
     kin = system_kinematics(system, q, u, bodies=bodies)
     lin = bodies.mass_prime[:, None] * kin.v
@@ -134,7 +120,7 @@ def kane_momentum(system: KaneSystem, q, u):
 @eqx.filter_jit
 def kane_kinetic_energy(system: KaneSystem, q, u):
     """T = 1/2 u^T M u."""
-    q, u = _check(system, q=q, u=u)
+    q, u = check_system_state(system, q=q, u=u)
     bodies = composite_bodies(system)
     kin = system_kinematics(system, q, u, bodies=bodies)
     return 0.5 * u @ mass_matrix_from(kin, bodies.mass_prime, world_inertias(kin, bodies.inertia)) @ u

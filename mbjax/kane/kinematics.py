@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -23,7 +24,7 @@ import numpy as np
 from .. import spatial
 from ..model.tree import take
 from .joints import BODY_ROTATION, BODY_TRANSLATION, ROTATION, TRANSLATION
-from .system import composite_bodies, system_poses
+from .system import check_system_state, composite_bodies, system_poses
 from .tree import KaneTree
 
 
@@ -157,6 +158,7 @@ def kinematical_blocks(system, kin: KaneKinematics, u):
     return blocks
 
 
+@eqx.filter_jit
 def kinematical_equations(system, q, u):
     """The kinematical equations S q' = v (Eq. 1) in the paper's form.
 
@@ -165,6 +167,7 @@ def kinematical_equations(system, q, u):
 
     **Returns:** ``(S (nq, nq), v (nq,))``.
     """
+    q, u = check_system_state(system, q=q, u=u)
     S = jnp.eye(system.nq, dtype=u.dtype)
     v = u
     for sl, D, rhs in kinematical_blocks(system, system_kinematics(system, q, u), u):
@@ -183,6 +186,8 @@ def coordinate_rates_from(system, kin: KaneKinematics, u):
     return qd
 
 
+@eqx.filter_jit
 def coordinate_rates(system, q, u):
     """q' (nq,) at (q, u): :func:`coordinate_rates_from` the system's kinematics."""
+    q, u = check_system_state(system, q=q, u=u)
     return coordinate_rates_from(system, system_kinematics(system, q, u), u)

@@ -294,6 +294,21 @@ def composite_bodies(system: KaneSystem, lump: bool = True) -> CompositeBodies:
     return CompositeBodies(mass, jnp.where(jnp.asarray(fixed), 0.0, mass), ref, jnp.stack([c[2] for c in comp]), ref)
 
 
+def check_system_state(system: KaneSystem, **vectors):
+    """Input checks of the public functions: shapes at trace time (Python exceptions),
+    non-finite values inside jit (one ``eqx.error_if``). Returns the vectors as arrays."""
+    out = []
+    for name, x in vectors.items():
+        x = jnp.asarray(x, dtype=system.mass.dtype)
+        if x.shape != (system.nq,):
+            raise ValueError(f"{name} has shape {x.shape}; the system expects ({system.nq},) "
+                             "(one entry per joint degree of freedom). For a batch, use jax.vmap.")
+        out.append(x)
+    bad = jnp.any(jnp.stack([~jnp.all(jnp.isfinite(x)) for x in out]))
+    out = eqx.error_if(tuple(out), bad, f"{', '.join(vectors)} contain NaN or infinite values")
+    return out
+
+
 # -------------------------------------------------------------------------- poses
 def system_poses(system: KaneSystem, q):
     """Orientation (nb, 3, 3) and origin (nb, 3) of every body in N, and the N-axes direction
