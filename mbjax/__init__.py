@@ -22,7 +22,8 @@ from .configuration import difference, integrate, neutral, normalize, random_con
 from .dynamics.aba import aba
 from .dynamics.crba import crba
 from .dynamics.rnea import rnea
-from . import formulations
+from . import formulations, kane
+from .kane import BuildingBlockJoint, KaneBuilder, KaneSystem, kane_dynamics, kane_kinetic_energy, kane_momentum
 from .dynamics.terms import (
     centroidal_momentum_matrix,
     forward_dynamics,
@@ -116,4 +117,6 @@ __all__ = [
     "constraints", "ConstrainedDynamics", "LoopClosureBuilder", "LoopClosures", "assemble",
     "constrained_forward_dynamics", "constrained_vector_field", "loop_jacobian", "loop_kinematics",
     "loop_residual", "project", "project_velocity",
+    # Kane's method with building-block joints (seed 002, mbjax.kane)
+    "kane", "BuildingBlockJoint", "KaneBuilder", "KaneSystem", "kane_dynamics", "kane_kinetic_energy", "kane_momentum",
 ]

@@ -91,6 +91,7 @@ SCRIPTS = {
     "slider_crank": ([str(ROOT / "examples" / "slider_crank.py"), "--quick"], True, ""),
     "four_bar_singular": ([str(ROOT / "examples" / "four_bar_singular.py"), "--quick"], True, ""),
     "redundant_loop": ([str(ROOT / "examples" / "redundant_loop.py"), "--quick"], True, ""),
+    "kane_satellite": ([str(ROOT / "examples" / "kane_satellite.py"), "--quick"], True, ""),
 }
 
 
@@ -207,6 +208,16 @@ def test_free_floating_examples(launched):
     if HAS_MPL:
         for name in ("free_floating_loop", "free_floating_tracking", "free_floating_planning"):
             assert (launched.workdir / f"{name}.png").stat().st_size > 0
+
+
+def test_kane_satellite_example(launched):
+    """Seed 002's satellite: the servos reach their targets and momentum is conserved."""
+    log = _run(launched, "kane_satellite")
+    assert re.search(r"camera turntable turned 90\.0 deg, camera tilted 30\.0 deg", log)
+    drifts = [float(x) for x in re.search(r"linear (\S+), angular (\S+)", log).groups()]
+    assert max(drifts) < 1e-9, drifts
+    if HAS_MPL:
+        assert (launched.workdir / "kane_satellite.png").stat().st_size > 0
 
 
 def test_free_floating_notebook(launched):

@@ -15,6 +15,7 @@ from ..kinematics import body_velocities_from, center_of_mass_from, tree_kinemat
 from ..model.model import Model
 from ..formulations.dynamics import METHODS as MAXIMAL_METHODS
 from ..formulations.dynamics import forward_dynamics_maximal
+from ..kane.models import kane_forward_dynamics_from
 from .aba import aba_from
 from .bodies import external_forces_or_zero, world_inertias
 from .crba import mass_matrix_from, momentum_matrix_from
@@ -46,6 +47,8 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
     the base eliminated by its Schur complement (see ``mbjax.formulations.free_floating``).
     ``method="kkt" | "sparse_kkt" | "schur" | "barycentric"``: Mufti's maximal-coordinate
     formulations (``mbjax.formulations``; no armature).
+    ``method="kane"``: Kane's method with Sayers' building-block joints and speeds (seed 002,
+    ``mbjax.kane``), mapped back to the model's velocity coordinates.
     """
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
     tk = tree_kinematics(model, q)
@@ -60,7 +63,9 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
         return momentum_forward_dynamics_from(model, tk, q, qd, tau, f_ext)
     if method in MAXIMAL_METHODS:
         return forward_dynamics_maximal(model, q, qd, tau, f_ext, method)
-    raise ValueError(f"unknown method {method!r}; use one of {('aba', 'crba', 'momentum') + MAXIMAL_METHODS}")
+    if method == "kane":
+        return kane_forward_dynamics_from(model, q, qd, tau, external_forces_or_zero(model, f_ext, tau.dtype))
+    raise ValueError(f"unknown method {method!r}; use one of {('aba', 'crba', 'momentum', 'kane') + MAXIMAL_METHODS}")
 
 
 @eqx.filter_jit
