@@ -17,6 +17,7 @@ from .constraints import (
     project,
     project_velocity,
 )
+from .constraints import StepResult, huang_double_pendulum, huang_system, rollout, step, stewart_platform
 from .animate import animate
 from .configuration import difference, integrate, neutral, normalize, random_configuration
 from .dynamics.aba import aba
@@ -115,4 +116,6 @@ __all__ = [
     "constraints", "ConstrainedDynamics", "LoopClosureBuilder", "LoopClosures", "assemble",
     "constrained_forward_dynamics", "constrained_vector_field", "loop_jacobian", "loop_kinematics",
     "loop_residual", "project", "project_velocity",
+    # Huang's singularity-free stepper (seed 003)
+    "StepResult", "huang_double_pendulum", "huang_system", "rollout", "step", "stewart_platform",
 ]

@@ -244,6 +244,13 @@ def reaction_wrenches(model: Model, joints: HuangJoints, frames: HuangFrames, st
     return fb + fa, nb_ + na
 
 
+def _inverse3(J):
+    """Inverses of 3x3 matrices (n, 3, 3) by cofactors (no LAPACK call)."""
+    a, b, c = J[..., 0, :], J[..., 1, :], J[..., 2, :]
+    cols = jnp.stack([jnp.cross(b, c), jnp.cross(c, a), jnp.cross(a, b)], -1)  # adjugate
+    return cols / jnp.sum(a * cols[..., 0], -1)[..., None, None]
+
+
 def newton_euler(model: Model, state: MaximalState, force, moment):
     """Eq. (9)–(11): accelerations of the centres of mass and angular accelerations (world)
     under total forces and moments about the centres of mass (world axes), plus gravity."""
@@ -252,7 +259,7 @@ def newton_euler(model: Model, state: MaximalState, force, moment):
     w_body = spatial.matvec(spatial.transpose(R), state.omega)  # ω'
     n_body = spatial.matvec(spatial.transpose(R), moment)  # N'
     Jw = spatial.matvec(model.inertia, w_body)
-    alpha_body = jnp.linalg.solve(model.inertia, (n_body - jnp.cross(w_body, Jw))[..., None])[..., 0]
+    alpha_body = spatial.matvec(_inverse3(model.inertia), n_body - jnp.cross(w_body, Jw))
     return acc, spatial.matvec(R, alpha_body)
 
 

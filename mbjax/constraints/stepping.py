@@ -58,12 +58,16 @@ class StepResult(eqx.Module):
     - ``wrench`` (nl, 6): ``(force, moment)`` each cut joint exerts on its body b during the
       step, about the origin of joint frame B and in its axes, as
       :attr:`ConstrainedDynamics.wrench` (comparable across methods).
+    - ``joint_wrench`` (nj, 6), ``"huang"`` only (else ``None``): ``(force, moment)`` on body
+      b of every joint (tree joints, then cut joints), about the origin of joint frame B, in
+      world axes.
     """
 
     q: jax.Array
     qd: jax.Array
     reactions: jax.Array
     wrench: jax.Array
+    joint_wrench: jax.Array | None = None
 
 
 def _angle_mask(model: Model):
@@ -93,7 +97,7 @@ def step_from(model, closures, q, qd, tau, dt, f_ext, method, alpha, beta, rcond
         RBt = spatial.transpose(frames.RB[joints.ntree:])
         cut = wrench[joints.ntree:]
         cut = jnp.concatenate([spatial.matvec(RBt, cut[:, :3]), spatial.matvec(RBt, cut[:, 3:])], -1)
-        return StepResult(q1, qd1, Q, cut)
+        return StepResult(q1, qd1, Q, cut, wrench)
     if method not in STEP_METHODS:
         raise ValueError(f"unknown stepping method {method!r}; use one of {STEP_METHODS}")
     tau = tau + passive_forces_from(model, q, qd)
