@@ -90,6 +90,8 @@ SCRIPTS = {
     "slider_crank": ([str(ROOT / "examples" / "slider_crank.py"), "--quick"], True, ""),
     "four_bar_singular": ([str(ROOT / "examples" / "four_bar_singular.py"), "--quick"], True, ""),
     "redundant_loop": ([str(ROOT / "examples" / "redundant_loop.py"), "--quick"], True, ""),
+    "huang_double_pendulum": ([str(ROOT / "examples" / "huang_double_pendulum.py"), "--quick"], True, ""),
+    "stewart_platform": ([str(ROOT / "examples" / "stewart_platform.py"), "--quick"], True, ""),
 }
 
 
