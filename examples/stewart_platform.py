@@ -30,13 +30,13 @@ print(f"{model.nbodies} bodies, nq = {model.nq}, {mbjax.constraints.huang_joints
       f"reactions; printed pose: max |Phi| = {np.abs(np.asarray(mbjax.loop_residual(model, closures, q0))).max():.1e}")
 
 
-def platform_heave(traj):
+def platform_heave(q, qd):
     """World height and vertical velocity of the platform's centre of mass."""
-    states = jax.vmap(lambda q, qd: mbjax.maximal_state(model, q, qd))(traj.q, traj.qd)
+    states = jax.vmap(lambda q, qd: mbjax.maximal_state(model, q, qd))(q, qd)
     return np.asarray(states.r[:, -1, 2]), np.asarray(states.r_dot[:, -1, 2])
 
 
-def collinear(traj):
+def collinear(qs):
     """sin of the angle between each crank and its leg (zero: a serial singularity), (T, 3)."""
     P = {k + 1: np.asarray(x, float) for k, x in enumerate(STEWART_PRINTED["joint"])}
 
@@ -48,7 +48,7 @@ def collinear(traj):
             out.append(jnp.linalg.norm(jnp.cross(crank, leg)) / (jnp.linalg.norm(crank) * jnp.linalg.norm(leg)))
         return jnp.stack(out)
 
-    return np.asarray(jax.vmap(per_state)(traj.q))
+    return np.asarray(jax.vmap(per_state)(qs))
 
 
 runs = {}
@@ -64,8 +64,8 @@ for label, method, dt in (("huang, dt = 0.0005", "huang", 5e-4), ("huang, dt = 0
     res = np.abs(np.asarray(traj.residual)).max(1)
     bad = ~np.isfinite(res) | (res > 1e-2)
     end = int(np.argmax(bad)) if bad.any() else len(res)
-    z, vz = platform_heave(traj)
-    runs[label] = (np.asarray(traj.ts)[:end], z[:end], vz[:end], collinear(traj)[:end], res[:end])
+    z, vz = platform_heave(traj.q[:end], traj.qd[:end])
+    runs[label] = (np.asarray(traj.ts)[:end], z, vz, collinear(traj.q[:end]), res[:end])
     print(f"{label}: {'ran ' + str(T) + ' s' if end == len(res) else f'diverged at t = {traj.ts[end]:.3f} s'}, "
           f"max |Phi| = {res[:end].max():.2e} m, crank rates at the end {np.asarray(traj.qd[end - 1, :6:2]).round(1)} rad/s")
 
