@@ -17,6 +17,7 @@ from .constraints import (
     project,
     project_velocity,
 )
+from .constraints import StepResult, huang_double_pendulum, huang_system, rollout, step, stewart_platform
 from .animate import animate
 from .configuration import difference, integrate, neutral, normalize, random_configuration
 from .dynamics.aba import aba
@@ -119,4 +120,6 @@ __all__ = [
     "loop_residual", "project", "project_velocity",
     # Kane's method with building-block joints (seed 002, mbjax.kane)
     "kane", "BuildingBlockJoint", "KaneBuilder", "KaneSystem", "kane_dynamics", "kane_kinetic_energy", "kane_momentum",
+    # Huang's singularity-free stepper (seed 003)
+    "StepResult", "huang_double_pendulum", "huang_system", "rollout", "step", "stewart_platform",
 ]

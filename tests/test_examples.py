@@ -92,6 +92,8 @@ SCRIPTS = {
     "four_bar_singular": ([str(ROOT / "examples" / "four_bar_singular.py"), "--quick"], True, ""),
     "redundant_loop": ([str(ROOT / "examples" / "redundant_loop.py"), "--quick"], True, ""),
     "kane_satellite": ([str(ROOT / "examples" / "kane_satellite.py"), "--quick"], True, ""),
+    "huang_double_pendulum": ([str(ROOT / "examples" / "huang_double_pendulum.py"), "--quick"], True, ""),
+    "stewart_platform": ([str(ROOT / "examples" / "stewart_platform.py"), "--quick"], True, ""),
 }
 
 
@@ -357,3 +359,12 @@ def test_cli_plot(capsys, tmp_path):
 def test_python_dash_m_mbjax():
     proc = subprocess.run([sys.executable, "-m", "mbjax", "--help"], capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0 and "demo" in proc.stdout and "info" in proc.stdout
+
+
+def test_huang_examples(launched):
+    log = _run(launched, "huang_double_pendulum")
+    diff = float(re.search(r"max difference (\S+) N", log).group(1))
+    assert diff < 1e-6
+    assert "saved" in log or not HAS_MPL
+    log = _run(launched, "stewart_platform")
+    assert "39 unknown reactions" in log and "huang, dt = 0.002 (paper): ran 0.3 s" in log

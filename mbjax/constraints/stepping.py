@@ -1,0 +1,209 @@
+"""Fixed-step time stepping of closed chains: Huang's stepper and the multiplier solvers.
+
+``step(model, closures, q, qd, tau, dt, method=...)`` advances the joint-space state by one
+step Δt and returns the reactions; ``rollout`` repeats it N times with ``lax.scan``.
+
+- ``method="huang"``: the singularity-free stepper of seed 003 (:mod:`.huang`). The state is
+  lifted to maximal coordinates (:func:`~mbjax.maximal_state`), every joint (tree and cut)
+  is enforced by its reactions Q solved from Eq. (36), the bodies are advanced to second
+  order, and the joint coordinates are read back from the bodies' poses
+  (:func:`~mbjax.joint_state`): that read-out re-imposes the tree joints exactly, so the loop
+  residual measures the stepper's drift. Revolute angles are unwrapped against the previous
+  step. ``reactions`` = Q, in the order of ``huang_joints(model, closures).row_names``.
+- ``method`` in ``"kkt" | "schur" | "nullspace" | "svd" | "damped"``: the accelerations of
+  :func:`~mbjax.constrained_forward_dynamics` (Eq. 73 of seed 000, with optional Baumgarte
+  ``alpha``, ``beta``), then a semi-implicit Euler step ``qd += qdd Δt``,
+  ``q <- q (+) qd Δt``. ``reactions`` = the Lagrange multipliers (nc,). Without closures
+  the accelerations are the tree's (ABA).
+
+Both add the model's joint springs and dampers (:func:`~mbjax.passive_forces`) to ``tau``,
+as :func:`~mbjax.simulate` does.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import spatial
+from ..checks import check_state
+from ..configuration import integrate_from
+from ..dynamics.aba import aba_from
+from ..dynamics.bodies import external_forces_or_zero
+from ..dynamics.passive import passive_forces_from
+from ..formulations.maximal import joint_state_from, maximal_state_from
+from ..kinematics import tree_kinematics
+from ..model.model import Model
+from ..simulation.trajectory import Trajectory
+from .closures import LoopClosures
+from .dynamics import check_closures, constrained_dynamics_from
+from .huang import applied_loads, huang_joints, joint_wrenches, step_bodies
+from .kinematics import residual_from
+from .solvers import METHODS
+
+#: the methods of :func:`step`
+STEP_METHODS = ("huang",) + METHODS
+
+
+class StepResult(eqx.Module):
+    """One step of :func:`step`.
+
+    - ``q`` (nq,), ``qd`` (nv,): the state at t + Δt.
+    - ``reactions``: ``"huang"``: the joint reactions Q (nr,) of Eq. (36) (forces in N,
+      moments in N m; see :mod:`mbjax.constraints.huang`); other methods: the multipliers.
+    - ``wrench`` (nl, 6): ``(force, moment)`` each cut joint exerts on its body b during the
+      step, about the origin of joint frame B and in its axes, as
+      :attr:`ConstrainedDynamics.wrench` (comparable across methods).
+    - ``joint_wrench`` (nj, 6), ``"huang"`` only (else ``None``): ``(force, moment)`` on body
+      b of every joint (tree joints, then cut joints), about the origin of joint frame B, in
+      world axes.
+    """
+
+    q: jax.Array
+    qd: jax.Array
+    reactions: jax.Array
+    wrench: jax.Array
+    joint_wrench: jax.Array | None = None
+
+
+def _angle_mask(model: Model):
+    """Coordinates of q that are angles (revolute, universal, cylindrical's second)."""
+    angles = {"revolute": (True,), "universal": (True, True), "cylindrical": (False, True)}
+    return np.concatenate([np.asarray(angles.get(j.name, (False,) * j.nq)) for j in model.topology.joints])
+
+
+def huang_step_from(model, closures, q, qd, tau, dt, f_ext):
+    """``(q, qd, Q, joint wrenches (nj, 6) in world axes)`` after one step of Huang's stepper."""
+    joints = huang_joints(model, closures)
+    state = maximal_state_from(model, q, qd)
+    force, moment = applied_loads(model, state, q, tau + passive_forces_from(model, q, qd), f_ext)
+    new, Q, frames = step_bodies(model, joints, state, force, moment, dt)
+    q1, qd1 = joint_state_from(model, new)
+    mask = _angle_mask(model)
+    q1 = jnp.where(mask, q + jnp.arctan2(jnp.sin(q1 - q), jnp.cos(q1 - q)), q1)  # unwrap the angles
+    return q1, qd1, Q, joint_wrenches(joints, frames, Q), frames, joints
+
+
+def step_from(model, closures, q, qd, tau, dt, f_ext, method, alpha, beta, rcond, damping) -> StepResult:
+    """:func:`step` without input checks."""
+    nl = 0 if closures is None else closures.nloops
+    if method == "huang":
+        q1, qd1, Q, wrench, frames, joints = huang_step_from(model, closures, q, qd, tau, dt, f_ext)
+        # cut joints: world axes -> axes of joint frame B, as ConstrainedDynamics.wrench
+        RBt = spatial.transpose(frames.RB[joints.ntree:])
+        cut = wrench[joints.ntree:]
+        cut = jnp.concatenate([spatial.matvec(RBt, cut[:, :3]), spatial.matvec(RBt, cut[:, 3:])], -1)
+        return StepResult(q1, qd1, Q, cut, wrench)
+    if method not in STEP_METHODS:
+        raise ValueError(f"unknown stepping method {method!r}; use one of {STEP_METHODS}")
+    tau = tau + passive_forces_from(model, q, qd)
+    if closures is None:
+        qdd = aba_from(model, q, qd, tau, external_forces_or_zero(model, f_ext, qd.dtype))
+        lam, wrench = jnp.zeros(0, qd.dtype), jnp.zeros((0, 6), qd.dtype)
+    else:
+        cd = constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha, beta, rcond, damping)
+        qdd, lam, wrench = cd.qdd, cd.multipliers, cd.wrench
+    qd1 = qd + dt * qdd  # semi-implicit (symplectic) Euler
+    return StepResult(integrate_from(model, q, dt * qd1), qd1, lam, wrench.reshape(nl, 6))
+
+
+def _check(model, closures, method):
+    if closures is not None:
+        check_closures(model, closures)
+    if method not in STEP_METHODS:
+        raise ValueError(f"unknown stepping method {method!r}; use one of {STEP_METHODS}")
+
+
+@eqx.filter_jit
+def step(
+    model: Model,
+    closures: LoopClosures | None,
+    q,
+    qd,
+    tau,
+    dt,
+    f_ext=None,
+    *,
+    method: str = "huang",
+    alpha=0.0,
+    beta=0.0,
+    rcond=1e-10,
+    damping=1e-12,
+) -> StepResult:
+    """Advance a (closed-chain) model by one fixed step.
+
+    **Arguments:**
+
+    - ``closures``: the cut joints (:class:`LoopClosures`), or ``None`` for a tree.
+    - ``q`` (nq,), ``qd`` (nv,), ``tau`` (nv,) joint torques held over the step, ``dt`` the
+      step; ``f_ext`` (nbodies, 6) optional external wrenches (body axes, about the origin).
+    - ``method``: ``"huang"`` (seed 003, Eq. 36) or a solver of
+      :func:`~mbjax.constrained_forward_dynamics` (``"kkt"``, ``"schur"``, ``"nullspace"``,
+      ``"svd"``, ``"damped"``) with a semi-implicit Euler step; ``alpha``, ``beta``,
+      ``rcond``, ``damping`` as there (ignored by ``"huang"``, whose right-hand side already
+      corrects the joint errors).
+
+    **Returns:** a :class:`StepResult` (q, qd, reactions, cut-joint wrenches).
+    """
+    _check(model, closures, method)
+    q, qd, tau = check_state(model, q, qd=qd, tau=tau)
+    return step_from(model, closures, q, qd, tau, jnp.asarray(dt, qd.dtype), f_ext, method, alpha, beta, rcond,
+                     damping)
+
+
+@eqx.filter_jit
+def rollout(
+    model: Model,
+    closures: LoopClosures | None,
+    q0,
+    qd0,
+    tau,
+    dt,
+    steps: int,
+    f_ext=None,
+    *,
+    method: str = "huang",
+    alpha=0.0,
+    beta=0.0,
+    rcond=1e-10,
+    damping=1e-12,
+):
+    """``steps`` fixed steps of :func:`step` from ``(q0, qd0)`` (one ``lax.scan``).
+
+    **Arguments:** as :func:`step`; ``tau``: (nv,) constant, (steps, nv) one row per step, or
+    a controller ``tau(t, q, qd)`` (e.g. :class:`~mbjax.PD`); ``steps`` (static) the number of
+    steps.
+
+    **Returns:** ``(trajectory, reactions)``: a :class:`~mbjax.Trajectory` with the steps + 1
+    states at ``ts = dt * arange(steps + 1)`` and the loop residual Phi(q) of each state in
+    ``trajectory.residual`` (``None`` without closures); ``reactions`` (steps, ...) those of
+    each step (see :class:`StepResult`).
+    """
+    _check(model, closures, method)
+    q0, qd0 = check_state(model, q0, qd=qd0)
+    dt = jnp.asarray(dt, qd0.dtype)
+    per_step = not callable(tau) and jnp.ndim(tau) == 2
+    if not callable(tau) and jnp.shape(tau)[-1:] != (model.nv,):
+        raise ValueError(f"tau has shape {jnp.shape(tau)}; expected ({model.nv},), ({steps}, {model.nv}) or a "
+                         "controller tau(t, q, qd)")
+    torques = jnp.asarray(tau, qd0.dtype) if per_step else jnp.zeros((steps, 0), qd0.dtype)
+
+    def body(state, xs):
+        k, tau_k = xs
+        q, qd = state
+        t = k * dt
+        u = tau(t, q, qd) if callable(tau) else (tau_k if per_step else jnp.asarray(tau, qd.dtype))
+        out = step_from(model, closures, q, qd, u, dt, f_ext, method, alpha, beta, rcond, damping)
+        return (out.q, out.qd), (out.q, out.qd, out.reactions)
+
+    ks = jnp.arange(steps, dtype=qd0.dtype)
+    _, (qs, qds, reactions) = jax.lax.scan(body, (q0, qd0), (ks, torques))
+    qs, qds = jnp.concatenate([q0[None], qs]), jnp.concatenate([qd0[None], qds])
+    residual = None
+    if closures is not None:
+        residual = jax.vmap(lambda q: residual_from(model, closures, tree_kinematics(model, q)))(qs)
+    return Trajectory(dt * jnp.arange(steps + 1, dtype=qd0.dtype), qs, qds, residual=residual), reactions
