@@ -90,6 +90,9 @@ SCRIPTS = {
     "slider_crank": ([str(ROOT / "examples" / "slider_crank.py"), "--quick"], True, ""),
     "four_bar_singular": ([str(ROOT / "examples" / "four_bar_singular.py"), "--quick"], True, ""),
     "redundant_loop": ([str(ROOT / "examples" / "redundant_loop.py"), "--quick"], True, ""),
+    "identify_panda": ([str(ROOT / "examples" / "identify_panda.py"), "--quick"], HAS_ERD and HAS_PIN,
+                       "needs pinocchio and example-robot-data"),
+    "notebook_identification": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "identification.ipynb")], True, ""),
 }
 
 
@@ -210,6 +213,24 @@ def test_free_floating_examples(launched):
 
 def test_free_floating_notebook(launched):
     assert "NOTEBOOK OK" in _run(launched, "notebook_free_floating")
+
+
+def test_identify_panda_example(launched):
+    """Identification from Pinocchio data: noise-free base parameters come back, every body of
+    the consistent fit is real, and it predicts held-out torques better than least squares."""
+    log = _run(launched, "identify_panda")
+    assert float(re.search(r"base parameters recovered to (\S+)", log).group(1)) <= 1e-8
+    assert "every body real: True" in log
+    ls = float(re.search(r"least squares +(\S+) N m", log).group(1))
+    pc = float(re.search(r"physically consistent +(\S+) N m", log).group(1))
+    assert pc < ls
+    if HAS_MPL:
+        assert (launched.workdir / "identify_panda.png").stat().st_size > 0
+
+
+def test_identification_notebook(launched):
+    log = _run(launched, "notebook_identification")
+    assert "NOTEBOOK OK" in log and "every body real: True" in log
 
 
 def test_readme_code(launched):

@@ -260,16 +260,15 @@ def test_output_error_double_pendulum():
     assert_close(mbjax.crba(make_model(start), q), mbjax.crba(nominal, q), rtol=1e-9)
     truth = {"log_m": jnp.log(jnp.array([1.15, 0.875])), "log_L": jnp.log(jnp.array([1.1, 0.9]))}
     rng = np.random.default_rng(0)
-    B, ts = 3, jnp.linspace(0.0, 1.0, 21)
-    tau = jax.vmap(lambda k: mbjax.FeedForward.from_knots(jnp.linspace(0.0, 1.0, 6), k))(
-        jnp.asarray(rng.normal(size=(B, 6, 2)) * np.array([1.0, 0.4])))
+    B, ts = 2, jnp.linspace(0.0, 1.0, 21)
+    tau = jnp.asarray(rng.normal(size=(B, 2)) * np.array([1.0, 0.4]))  # constant torques, one pair per run
     q0, qd0 = rng.uniform(-0.5, 0.5, (B, 2)), np.zeros((B, 2))
     measured = mbjax.simulate_batch(make_model(truth), q0, qd0, 0.0, 1.0, tau=tau, batch_tau=True, saveat=ts,
                                     rtol=1e-11, atol=1e-11)
-    fit = identify.output_error(start, make_model, ts, q0, qd0, measured.q, tau=tau, rtol=1e-8, atol=1e-8,
+    fit = identify.output_error(start, make_model, ts, q0, qd0, measured.q, tau=tau, rtol=1e-9, atol=1e-9,
                                 progress=False)
     error = max(float(np.abs(np.exp(fit.params[k] - truth[k]) - 1).max()) for k in truth)
-    print(f"output error: loss {fit.loss[0]:.3e} -> {fit.loss[1]:.3e} in {fit.steps} steps; "
+    print(f"output error: mean squared residual {fit.loss:.3e} rad^2 after {fit.steps} steps; "
           f"max relative parameter error {error:.2e}")
     assert error < 1e-6
 

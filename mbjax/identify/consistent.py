@@ -26,7 +26,7 @@ from .optimize import minimize, quadratic_form
 from .parameters import DynamicParameters, ParameterLayout
 
 #: eigenvalues of a pseudo-inertia are raised to at least this fraction of its trace
-MIN_EIGENVALUE = 1e-6
+MIN_EIGENVALUE = 1e-10
 
 
 class ConsistentFit(NamedTuple):

@@ -31,11 +31,11 @@ from ..simulation.batching import simulate_batch
 
 
 class OutputErrorFit(NamedTuple):
-    """Result of :func:`output_error`: the fitted ``params``, the ``loss``
-    (mean squared residual) at the start and at the end, and the number of ``steps``."""
+    """Result of :func:`output_error`: the fitted ``params``, the mean squared residual
+    ``loss`` there, and the number of Levenberg-Marquardt ``steps``."""
 
     params: object
-    loss: tuple
+    loss: float
     steps: int
 
 
@@ -102,9 +102,11 @@ def output_error(params, make_model: Callable[..., Model], ts, q0, qd0, q_measur
                             q_measured=q_measured, tau=tau, batch_tau=batch_tau, qd_measured=qd_measured,
                             velocity_weight=velocity_weight, adjoint=diffrax.ForwardMode(), **simulate_kwargs)
     solver = optx.LevenbergMarquardt(rtol=tol, atol=tol, verbose=_print_step if progress else False)
-    solution = optx.least_squares(lambda p, _: residuals(p), solver, params, max_steps=steps, throw=False)
+    def fn(p, _):
+        r = residuals(p)
+        return r, jnp.mean(r**2)
+
+    solution = optx.least_squares(fn, solver, params, has_aux=True, max_steps=steps, throw=False)
     if solution.result not in (optx.RESULTS.successful, optx.RESULTS.max_steps_reached):
         raise RuntimeError(f"output-error fit failed: {optx.RESULTS[solution.result]}")
-    loss = eqx.filter_jit(lambda p: jnp.mean(residuals(p) ** 2))
-    return OutputErrorFit(solution.value, (float(loss(params)), float(loss(solution.value))),
-                          int(solution.stats["num_steps"]))
+    return OutputErrorFit(solution.value, float(solution.aux), int(solution.stats["num_steps"]))
