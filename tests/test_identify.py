@@ -89,44 +89,37 @@ def test_regressor_matches_pinocchio(name):
 
 
 def test_parameters_round_trip_and_log_cholesky():
-    """pi <-> (m, c, I_c), pi <-> pseudo-inertia <-> log-Cholesky are inverse maps; the
-    log-Cholesky map is differentiable (checked against central differences)."""
+    """pi <-> (m, c, I_c), pi <-> pseudo-inertia <-> log-Cholesky are inverse maps, any phi is
+    a real body, and the log-Cholesky map is differentiable (vs central differences)."""
     model = unstack(build_batch(SPEC, 1), 0)
-    pi = identify.dynamic_parameters(model).inertial
-    m, c, Ic = identify.inertia_from_parameters(pi)
-    assert_close(jnp.concatenate([m[:, None], c, Ic.reshape(-1, 9)], 1),
-                 jnp.concatenate([model.mass[:, None], model.com, model.inertia.reshape(-1, 9)], 1), rtol=1e-13)
-    assert bool(jnp.all(identify.is_physically_consistent(pi)))
-    phi = identify.log_cholesky_from_parameters(pi)
-    assert_close(identify.parameters_from_log_cholesky(phi), pi, rtol=1e-12, what="log-Cholesky round trip")
-    assert_close(jnp.exp(2 * phi[:, 0]), model.mass, rtol=1e-13, what="m = exp(2 alpha)")
-    # any phi is a real body
-    wild = jnp.asarray(np.random.default_rng(2).normal(scale=2.0, size=(50, 10)))
-    assert bool(jnp.all(identify.is_physically_consistent(identify.parameters_from_log_cholesky(wild))))
-    # an inconsistent body (triangle inequality broken) is flagged, and repaired
-    bad = pi.at[0, 4].set(-pi[0, 4])
-    assert not bool(identify.is_physically_consistent(bad)[0])
-    assert bool(jnp.all(identify.is_physically_consistent(identify.nearest_consistent(bad))))
-    # derivative of the map vs central differences (Richardson-free: h = 1e-6, error O(h^2))
-    direction = jnp.asarray(np.random.default_rng(3).normal(size=phi.shape))
-    _, jvp = jax.jvp(identify.parameters_from_log_cholesky, (phi,), (direction,))
+    rng = np.random.default_rng(2)
+    wild, direction = rng.normal(scale=2.0, size=(50, 10)), rng.normal(size=(model.nbodies, 10))
     h = 1e-6
-    fd = (identify.parameters_from_log_cholesky(phi + h * direction)
-          - identify.parameters_from_log_cholesky(phi - h * direction)) / (2 * h)
-    assert_close(jvp, fd, rtol=1e-8, what="d pi / d phi")
 
+    @jax.jit
+    def evaluate(model, wild, direction):
+        pi = identify.dynamic_parameters(model).inertial
+        phi = identify.log_cholesky_from_parameters(pi)
+        to_pi = identify.parameters_from_log_cholesky
+        bad = pi.at[0, 4].set(-pi[0, 4])  # link 0's I_xx negative: triangle inequality broken
+        return dict(
+            inertia=identify.inertia_from_parameters(pi), pi=pi, phi=phi, round_trip=to_pi(phi),
+            consistent=identify.is_physically_consistent(pi), wild=identify.is_physically_consistent(to_pi(wild)),
+            bad=identify.is_physically_consistent(bad),
+            repaired=identify.is_physically_consistent(identify.nearest_consistent(bad)),
+            jvp=jax.jvp(to_pi, (phi,), (direction,))[1],
+            fd=(to_pi(phi + h * direction) - to_pi(phi - h * direction)) / (2 * h))
 
-def test_entropic_divergence_in_the_fit_loss():
-    """The fit's divergence from U's diagonal (no factorisation) equals the log-det formula."""
-    model = unstack(build_batch(SPEC, 2), 0)
-    other = unstack(build_batch(SPEC, 2), 1)
-    pi, pi0 = identify.dynamic_parameters(model).inertial, identify.dynamic_parameters(other).inertial
-    layout = identify.ParameterLayout.of(model, armature=False)
-    W = jnp.zeros((layout.size + 1, layout.size))
-    x0, data = _setup(W, jnp.ones(layout.size + 1), layout, pi, pi0, 1.0)
-    data["scale"] = 0.0 * data["scale"]  # the divergence alone
-    assert_close(_loss(x0, layout, **data), jnp.sum(identify.entropic_divergence(pi, pi0)), rtol=1e-11)
-    assert float(identify.entropic_divergence(pi0, pi0).max()) < 1e-12
+    out = evaluate(model, wild, direction)
+    m, c, Ic = out["inertia"]
+    assert_close(m, model.mass, rtol=1e-13)
+    assert_close(c, model.com, rtol=1e-13)
+    assert_close(Ic, model.inertia, rtol=1e-13)
+    assert bool(jnp.all(out["consistent"])) and bool(jnp.all(out["wild"])) and bool(jnp.all(out["repaired"]))
+    assert not bool(out["bad"][0])
+    assert_close(out["round_trip"], out["pi"], rtol=1e-12, what="log-Cholesky round trip")
+    assert_close(jnp.exp(2 * out["phi"][:, 0]), model.mass, rtol=1e-13, what="m = exp(2 alpha)")
+    assert_close(out["jvp"], out["fd"], rtol=1e-8, what="d pi / d phi (error O(h^2) = 1e-12)")
 
 
 def test_fourier_trajectory_derivatives():
@@ -209,6 +202,16 @@ def test_base_parameters(panda):
     error = float(np.abs(fit.theta - truth).max() / np.abs(truth).max())
     print(f"noise-free base parameters: max error / max |theta_b| = {error:.3e}")
     assert error <= 1e-8
+
+
+def test_entropic_divergence_in_the_fit_loss(panda):
+    """The fit's divergence from U's diagonal (no factorisation) equals the log-det formula."""
+    pi, pi0 = identify.dynamic_parameters(panda.model).inertial, panda.layout.unpack(panda.theta).inertial
+    W = panda.random_W
+    x0, data = _setup(W, np.ones(len(W)), panda.layout, pi, pi0, 1.0)
+    data["scale"] = 0.0 * data["scale"]  # the divergence alone
+    assert_close(_loss(x0, panda.layout, **data), jnp.sum(identify.entropic_divergence(pi, pi0)), rtol=1e-11)
+    assert float(jnp.abs(identify.entropic_divergence(pi0, pi0)).max()) < 1e-12
 
 
 def test_physically_consistent_fit_beats_least_squares(panda):

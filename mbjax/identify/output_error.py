@@ -10,8 +10,8 @@ the Model works (masses, lengths, friction, ...). The residuals
     r_b(t; p) = q_b(t) (-) q_b(t; p)       (and sqrt(w_v) (qd_b(t) - qd_b(t; p)))
 
 of the B measured runs, simulated together (``simulate_batch``), are minimised by
-Levenberg-Marquardt (optimistix), with the Jacobian from forward-mode differentiation of the
-solver (``diffrax.ForwardMode``): a handful of parameters cost a handful of tangents, and
+Levenberg-Marquardt, with the Jacobian from forward-mode differentiation of the solver
+(``diffrax.ForwardMode``): a handful of parameters cost a handful of tangents, and
 the iteration converges quadratically near the answer (typically under ten steps).
 """
 
@@ -23,11 +23,13 @@ import diffrax
 import equinox as eqx
 import jax
 import jax.numpy as jnp
-import optimistix as optx
+import numpy as np
+from jax.flatten_util import ravel_pytree
 
 from ..configuration import difference
 from ..model.model import Model
 from ..simulation.batching import simulate_batch
+from .optimize import ProgressBar
 
 
 class OutputErrorFit(NamedTuple):
@@ -65,10 +67,47 @@ def simulation_residuals(params, make_model: Callable[..., Model], ts, q0, qd0, 
     return jnp.concatenate(residuals)
 
 
-def _print_step(**info):
-    """optimistix ``verbose`` callback: one line per Levenberg-Marquardt step."""
-    jax.debug.print("  output-error fit: step {step}, |r|^2 / 2 = {loss:.6e}", step=info["num_steps"][1],
-                    loss=info["loss_this_step"][1])
+@eqx.filter_jit
+def _residuals_and_jacobian(residuals, flat, params):
+    """The residuals (M,) and their Jacobian (M, P) at the flat parameters (P,) of the pytree
+    ``params`` (whose values are not used)."""
+    unravel = ravel_pytree(params)[1]
+    fn = lambda x: residuals(unravel(x))  # noqa: E731
+    return fn(flat), jax.jacfwd(fn)(flat)
+
+
+def levenberg_marquardt(fn, x, steps: int, tol: float, progress: bool):
+    """Minimise ``|r(x)|^2`` from ``x`` (P,) by Levenberg-Marquardt with Nielsen's damping
+    update (Madsen, Nielsen & Tingleff 2004, *Methods for non-linear least squares problems*,
+    Alg. 3.16). ``fn(x) -> (r, J)``; the P x P steps are solved in NumPy.
+
+    **Returns:** ``(x, |r|^2 / M, steps taken)``.
+    """
+    r, J = (np.asarray(a) for a in fn(x))
+    x = np.asarray(x)
+    A, g = J.T @ J, J.T @ r
+    mu, nu = 1e-3 * np.max(np.diag(A)), 2.0
+    bar, taken = ProgressBar(steps, "output-error fit", progress), 0
+    try:
+        for taken in range(steps + 1):
+            if taken == steps or np.max(np.abs(g)) <= tol:
+                break
+            h = np.linalg.solve(A + mu * np.eye(len(x)), -g)
+            if np.linalg.norm(h) <= tol * (np.linalg.norm(x) + tol):
+                break
+            r_new, J_new = (np.asarray(a) for a in fn(x + h))
+            # gain ratio: actual over predicted decrease of |r|^2 / 2 (Eq. 3.14)
+            rho = (r @ r - r_new @ r_new) / (h @ (mu * h - g))
+            if rho > 0:
+                x, r, J = x + h, r_new, J_new
+                A, g = J.T @ J, J.T @ r
+                mu, nu = mu * max(1 / 3, 1 - (2 * rho - 1) ** 3), 2.0
+            else:
+                mu, nu = mu * nu, 2 * nu
+            bar.update(1, float(r @ r / len(r)))
+    finally:
+        bar.close()
+    return x, float(r @ r / len(r)), taken
 
 
 def output_error(params, make_model: Callable[..., Model], ts, q0, qd0, q_measured, *, tau=None,
@@ -88,8 +127,8 @@ def output_error(params, make_model: Callable[..., Model], ts, q0, qd0, q_measur
       (leading axis B, e.g. ``jax.vmap(FeedForward.from_knots)(...)``), or one shared by all
       with ``batch_tau=False``; ``None`` for unactuated motion.
     - ``qd_measured`` (B, T, nv) and ``velocity_weight``: also match velocities.
-    - ``steps``: the most Levenberg-Marquardt steps; ``tol``: its relative and absolute
-      tolerance on the parameters and the loss; ``progress``: print the loss at every step.
+    - ``steps``: the most Levenberg-Marquardt steps; ``tol``: stop when the gradient of
+      ``|r|^2 / 2`` or the relative step is below it; ``progress``: a progress bar.
     - other keyword arguments go to :func:`mbjax.simulate` (``solver``, ``rtol``, ``atol``,
       ...); the simulation error must stay well below the measurement error.
 
@@ -101,12 +140,7 @@ def output_error(params, make_model: Callable[..., Model], ts, q0, qd0, q_measur
     residuals = eqx.Partial(simulation_residuals, make_model=make_model, ts=ts, q0=q0, qd0=qd0,
                             q_measured=q_measured, tau=tau, batch_tau=batch_tau, qd_measured=qd_measured,
                             velocity_weight=velocity_weight, adjoint=diffrax.ForwardMode(), **simulate_kwargs)
-    solver = optx.LevenbergMarquardt(rtol=tol, atol=tol, verbose=_print_step if progress else False)
-    def fn(p, _):
-        r = residuals(p)
-        return r, jnp.mean(r**2)
-
-    solution = optx.least_squares(fn, solver, params, has_aux=True, max_steps=steps, throw=False)
-    if solution.result not in (optx.RESULTS.successful, optx.RESULTS.max_steps_reached):
-        raise RuntimeError(f"output-error fit failed: {optx.RESULTS[solution.result]}")
-    return OutputErrorFit(solution.value, float(solution.aux), int(solution.stats["num_steps"]))
+    flat, unravel = ravel_pytree(params)
+    x, loss, taken = levenberg_marquardt(lambda x: _residuals_and_jacobian(residuals, x, params), flat, steps, tol,
+                                         progress)
+    return OutputErrorFit(unravel(jnp.asarray(x)), loss, taken)
