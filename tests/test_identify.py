@@ -208,7 +208,7 @@ def test_entropic_divergence_in_the_fit_loss(panda):
     """The fit's divergence from U's diagonal (no factorisation) equals the log-det formula."""
     pi, pi0 = identify.dynamic_parameters(panda.model).inertial, panda.layout.unpack(panda.theta).inertial
     W = panda.random_W
-    x0, data = _setup(W, np.ones(len(W)), panda.layout, pi, pi0, 1.0)
+    x0, data = _setup(W, np.ones((N, 7)), panda.layout, pi, pi0, jnp.asarray(1.0))
     data["scale"] = 0.0 * data["scale"]  # the divergence alone
     assert_close(_loss(x0, panda.layout, **data), jnp.sum(identify.entropic_divergence(pi, pi0)), rtol=1e-11)
     assert float(jnp.abs(identify.entropic_divergence(pi0, pi0)).max()) < 1e-12

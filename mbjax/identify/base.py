@@ -24,6 +24,7 @@ from .parameters import ParameterLayout
 #: columns whose norm is below this fraction of the largest are structurally zero
 ZERO_COLUMN = 1e-12
 #: |R_ii| below this (after scaling every column to unit norm) marks a dependent column
+#: (float64 data; float32 data use 1e3 eps = 1.2e-4)
 RANK_TOLERANCE = 1e-9
 
 
@@ -63,7 +64,7 @@ class BaseParameters(eqx.Module):
         return tuple(out)
 
 
-def base_parameters(W, rank_tol: float = RANK_TOLERANCE) -> BaseParameters:
+def base_parameters(W, rank_tol: float | None = None) -> BaseParameters:
     """The base parameters of a stacked regressor ``W`` (rows, p).
 
     Use states that excite every parameter that can act: random states (the structural
@@ -73,10 +74,13 @@ def base_parameters(W, rank_tol: float = RANK_TOLERANCE) -> BaseParameters:
 
     - ``W`` (rows, p): e.g. :func:`stacked_regressor` over random states; rows >= p.
     - ``rank_tol``: a column whose pivot ``|R_ii|`` is below ``rank_tol`` once every column
-      has unit norm depends on the columns before it.
+      has unit norm depends on the columns before it (default :data:`RANK_TOLERANCE`, or
+      ``1e3 eps`` for a float32 ``W``, whose rounding is far larger).
 
     **Returns:** a :class:`BaseParameters`.
     """
+    if rank_tol is None:
+        rank_tol = max(RANK_TOLERANCE, 1e3 * float(np.finfo(np.asarray(W).dtype).eps))
     W = np.asarray(W, dtype=np.float64)
     if W.ndim != 2:
         raise ValueError(f"W has shape {W.shape}; expected a stacked regressor (rows, p)")

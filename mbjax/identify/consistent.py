@@ -70,7 +70,7 @@ def _setup(W, tau, layout, initial_pi, prior_pi, prior_weight):
     x0 = {"phi": log_cholesky_from_parameters(start), **_initial_joint_parameters(R, z, layout, start)}
     J0 = pseudo_inertia(prior_pi)
     data = dict(R=R, z=z, c=c, scale=1.0 / (z @ z + c), J0_inv=jnp.linalg.inv(J0),
-                logdet_J0=jnp.linalg.slogdet(J0)[1], prior_weight=jnp.asarray(prior_weight, R.dtype))
+                logdet_J0=jnp.linalg.slogdet(J0)[1], prior_weight=prior_weight)
     return x0, data
 
 
@@ -115,7 +115,8 @@ def physically_consistent(W, tau, layout: ParameterLayout, initial: DynamicParam
     if jnp.shape(W) != (jnp.shape(W)[0], layout.size):
         raise ValueError(f"W has shape {jnp.shape(W)}; the layout has {layout.size} parameters. Use the full "
                          "stacked regressor, not the base regressor")
-    x0, data = _setup(W, tau, layout, initial.inertial, None if prior is None else prior.inertial, prior_weight)
+    prior_pi = None if prior is None else prior.inertial
+    x0, data = _setup(W, tau, layout, initial.inertial, prior_pi, jnp.asarray(prior_weight, jnp.result_type(W)))
     loss = eqx.Partial(_loss, layout=layout, **data)
     result = minimize(loss, x0, optimizer, steps, gtol=gtol, progress=progress, desc="consistent fit")
     pi, joint = _unpack(result.params, layout)
