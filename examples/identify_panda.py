@@ -96,7 +96,7 @@ q_mid = 0.5 * (model.lower + model.upper)
 start = identify.FourierTrajectory.random(jax.random.PRNGKey(1), q_mid, HARMONICS, PERIOD, velocity=0.5)
 ts = jnp.linspace(0.0, PERIOD, TRAIN_SAMPLES, endpoint=False)
 cond0 = float(identify.condition_number(model, start, ts, base, layout))
-opt = identify.optimize_excitation(model, start, ts, base, layout, steps=50 if QUICK else 200)
+opt = identify.optimize_excitation(model, start, ts, base, layout, steps=20 if QUICK else 200)
 trajectory = opt.params
 cond1 = float(identify.condition_number(model, trajectory, ts, base, layout))
 print(f"condition number of the base regressor: {cond0:.4g} (random coefficients) -> {cond1:.4g} (optimised)")
