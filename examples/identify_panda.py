@@ -127,7 +127,8 @@ print(f"1 % torque noise: consistent fit in {len(pc.losses)} L-BFGS iterations; 
 # not every mass is identifiable on its own (e.g. link 1's, on a fixed base): along the
 # directions the data cannot see, the fit keeps the prior (CAD) values
 print("masses (kg)   true    consistent fit   CAD")
-for name, t, f, c in zip(model.body_names, true_params.inertial[:, 0], pc.params.inertial[:, 0], nominal.inertial[:, 0]):
+for name, t, f, c in zip(model.body_names, true_params.inertial[:, 0], pc.params.inertial[:, 0],
+                         nominal.inertial[:, 0]):
     print(f"  {name:12s} {t:7.4f}  {float(f):7.4f}        {float(c):7.4f}")
 
 # ------------------------------------------------------------------------ held-out trajectory

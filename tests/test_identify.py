@@ -194,8 +194,8 @@ def test_base_parameters(panda):
     assert_close(base.regressor(W) @ base(theta), W @ theta, rtol=1e-11, what="W theta vs W_b theta_b")
     assert len(base.names(panda.layout)) == base.rank
     traj, (q, qd, qdd) = panda.samples(1, N)
-    print(f"condition number of the base regressor (random Fourier coefficients): "
-          f"{float(identify.condition_number(panda.model, traj, jnp.linspace(0, 10, N, endpoint=False), base, panda.layout)):.4g}")
+    cond = identify.condition_number(panda.model, traj, jnp.linspace(0, 10, N, endpoint=False), base, panda.layout)
+    print(f"condition number of the base regressor (random Fourier coefficients): {float(cond):.4g}")
     Wb = base.regressor(identify.stacked_regressor(panda.model, q, qd, qdd, panda.layout))
     fit = identify.least_squares(Wb, panda.torques(q, qd, qdd))
     truth = base(panda.theta)

@@ -44,5 +44,6 @@ __all__ = [
     "inertial_parameters", "is_physically_consistent", "least_squares", "log_cholesky_from_parameters",
     "minimize", "nearest_consistent", "optimize_excitation", "output_error", "parameters_from_log_cholesky",
     "parameters_from_pseudo_inertia", "physically_consistent", "pseudo_inertia", "regressor",
-    "simulation_residuals", "OutputErrorFit", "stacked_regressor", "with_dynamic_parameters", "world_inertia_from_parameters",
+    "simulation_residuals", "OutputErrorFit", "stacked_regressor", "with_dynamic_parameters",
+    "world_inertia_from_parameters",
 ]

@@ -115,8 +115,9 @@ def optimize_excitation(model: Model, trajectory: FourierTrajectory, ts, base: B
                         optimizer=None, progress: bool = True) -> Minimization:
     """Lower the condition number of the base regressor by changing the Fourier coefficients.
 
-    Minimises ``log cond(W_b) + limit_weight * sum_k e_k^2`` over ``a``, ``b``, where ``e_k``
-    is the largest excursion of joint k beyond its position or velocity limits (``q0`` and ``omega`` stay fixed), with optax.
+    Minimises ``log cond(W_b) + limit_weight * sum_k e_k^2`` over ``a``, ``b`` (``q0`` and
+    ``omega`` stay fixed) with optax, where ``e_k`` is the largest excursion of joint k beyond
+    its position or velocity limits.
 
     **Arguments:** ``trajectory``: the start; ``ts`` (T,): sample times; ``base``: the base
     parameters (:func:`base_parameters`); ``steps``, ``optimizer`` (default

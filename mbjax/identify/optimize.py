@@ -83,8 +83,9 @@ def minimize(loss, params, optimizer: optax.GradientTransformation | None = None
     try:
         while len(losses) < steps:
             limit = min(chunk, steps - len(losses))
-            new_params, new_state, k, values, done = _run(loss, optimizer, params, state, jnp.asarray(limit), chunk, jnp.asarray(gtol),
-                                                          None if ftol is None else jnp.asarray(ftol))
+            tols = (jnp.asarray(gtol), None if ftol is None else jnp.asarray(ftol))
+            new_params, new_state, k, values, done = _run(loss, optimizer, params, state, jnp.asarray(limit), chunk,
+                                                          *tols)
             values = np.asarray(values)[: int(k)]
             if not np.all(np.isfinite(values)):
                 break  # keep the last finite iterate
