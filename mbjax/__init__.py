@@ -80,6 +80,7 @@ from .model.mjcf import MJCFError, load_mjcf, load_mjcf_with_closures
 from .model.urdf import URDFError, load_urdf
 from .robots import bundled_model_path, example_robot_path, load_bundled, load_example_robot
 from . import plotting, simulation
+from . import identify
 from .simulation import (
     PD, ComputedTorque, FeedForward, PathReference, Setpoint, Trajectory, configuration_rate, joint_limit_event,
     shard_batch, simulate, simulate_batch,
@@ -122,4 +123,6 @@ __all__ = [
     "kane", "BuildingBlockJoint", "KaneBuilder", "KaneSystem", "kane_dynamics", "kane_kinetic_energy", "kane_momentum",
     # Huang's singularity-free stepper (seed 003)
     "StepResult", "huang_double_pendulum", "huang_system", "rollout", "step", "stewart_platform",
+    # parameter identification (mbjax.identify)
+    "identify",
 ]

@@ -94,6 +94,9 @@ SCRIPTS = {
     "kane_satellite": ([str(ROOT / "examples" / "kane_satellite.py"), "--quick"], True, ""),
     "huang_double_pendulum": ([str(ROOT / "examples" / "huang_double_pendulum.py"), "--quick"], True, ""),
     "stewart_platform": ([str(ROOT / "examples" / "stewart_platform.py"), "--quick"], True, ""),
+    "identify_panda": ([str(ROOT / "examples" / "identify_panda.py"), "--quick"], HAS_ERD and HAS_PIN,
+                       "needs pinocchio and example-robot-data"),
+    "notebook_identification": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "identification.ipynb")], True, ""),
 }
 
 
@@ -232,6 +235,24 @@ def test_batched_simulation_notebook(launched):
     log = _run(launched, "notebook_batched")
     assert "NOTEBOOK OK" in log
     assert float(re.search(r"largest difference from the unsharded run: (\S+)", log).group(1)) <= 1e-12
+
+
+def test_identify_panda_example(launched):
+    """Identification from Pinocchio data: noise-free base parameters come back, every body of
+    the consistent fit is real, and it predicts held-out torques better than least squares."""
+    log = _run(launched, "identify_panda")
+    assert float(re.search(r"base parameters recovered to (\S+)", log).group(1)) <= 1e-8
+    assert "every body real: True" in log
+    ls = float(re.search(r"least squares +(\S+) N m", log).group(1))
+    pc = float(re.search(r"physically consistent +(\S+) N m", log).group(1))
+    assert pc < ls
+    if HAS_MPL:
+        assert (launched.workdir / "identify_panda.png").stat().st_size > 0
+
+
+def test_identification_notebook(launched):
+    log = _run(launched, "notebook_identification")
+    assert "NOTEBOOK OK" in log and "every body real: True" in log
 
 
 def test_readme_code(launched):

@@ -24,11 +24,18 @@ def rnea_from(model: Model, tk, q, qd, qdd, f_ext=None):
     """
     topo = model.topology
     t = body_terms(model, tk, q, qd, f_ext)
-    A = jnp.asarray(topo.ancestors, qd.dtype)
-    a = jnp.asarray(topo.dof_ancestors, qd.dtype) @ (tk.S * qdd[:, None]) + A @ t.c + gravity_acceleration(model)
+    a = body_accelerations(model, tk, t.c, qdd)
     f = spatial.inertia_apply(*t.inertia, a) + t.p
-    F = A.T @ f
+    F = jnp.asarray(topo.ancestors, qd.dtype).T @ f
     return jnp.sum(tk.S * take(F, topo.dof_body), axis=-1) + model.armature * qdd
+
+
+def body_accelerations(model: Model, tk, c, qdd):
+    """World-frame spatial accelerations (nb, 6) of the bodies, gravity included as an upward
+    acceleration of the world: a_i = a_0 + sum_{k moves i} S_k qdd_k + sum_{j <= i} c_j."""
+    topo = model.topology
+    A = jnp.asarray(topo.ancestors, qdd.dtype)
+    return jnp.asarray(topo.dof_ancestors, qdd.dtype) @ (tk.S * qdd[:, None]) + A @ c + gravity_acceleration(model)
 
 
 @eqx.filter_jit
