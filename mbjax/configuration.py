@@ -66,6 +66,11 @@ def integrate_from(model: Model, q, v):
 def difference(model: Model, q0, q1):
     """The velocity v (nv,) with ``integrate(q0, v) == q1``."""
     q0, q1 = check_state(model, q0, q1)
+    return difference_from(model, q0, q1)
+
+
+def difference_from(model: Model, q0, q1):
+    """:func:`difference` without input checks, for use inside other algorithms."""
     groups = model.topology.groups
     parts = [joint.difference(_rows(q0, qi), _rows(q1, qi)) for joint, _, qi, _ in groups]
     return _scatter(model.nv, [g[3] for g in groups], parts, q0.dtype)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import equinox as eqx
 
 from ..checks import check_state
-from ..configuration import difference
+from ..configuration import difference_from
 from ..model.model import Model
 
 
@@ -35,5 +35,5 @@ def passive_forces(model: Model, q, qd):
 
 def passive_forces_from(model: Model, q, qd):
     """:func:`passive_forces` without input checks (for the simulation's vector field)."""
-    displacement = difference(model, model.spring_reference.astype(q.dtype), q)
+    displacement = difference_from(model, model.spring_reference.astype(q.dtype), q)
     return -model.stiffness * displacement - model.damping * qd
