@@ -68,15 +68,19 @@ class TrajectoryProblem(eqx.Module):
         if int(substeps) < 1:
             raise ValueError(f"substeps must be a positive integer; got {substeps}")
         self.substeps = int(substeps)
-        solver = diffrax.Tsit5() if solver is None else solver
-        if isinstance(solver, diffrax.AbstractRungeKutta) and solver.scan_kind is None:
-            # the stages in a plain loop, as diffrax's own adjoints arrange it: the default
-            # checkpointed loop has a custom VJP, which forward mode cannot differentiate
-            solver = eqx.tree_at(lambda s: s.scan_kind, solver, "lax", is_leaf=lambda x: x is None)
-        self.solver = solver
+        self.solver = diffrax.Tsit5() if solver is None else solver
         # trial steps of the optimiser may diverge: their NaN states must reach it (which then
         # rejects the step), not raise
         self.method = ForwardDynamics(method, checked=False) if isinstance(method, str) else method
+
+    def forward_mode(self) -> "TrajectoryProblem":
+        """This problem with its simulation differentiable in forward mode (``jax.jvp``,
+        ``jax.jacfwd``): a Runge–Kutta solver's stages run in a plain loop, as diffrax's
+        ``ForwardMode`` arranges it (the default checkpointed loop is reverse-mode only)."""
+        if not isinstance(self.solver, diffrax.AbstractRungeKutta) or self.solver.scan_kind is not None:
+            return self
+        solver = eqx.tree_at(lambda s: s.scan_kind, self.solver, "lax", is_leaf=lambda x: x is None)
+        return eqx.tree_at(lambda p: p.solver, self, solver)
 
     @property
     def duration(self):
@@ -89,8 +93,8 @@ class TrajectoryProblem(eqx.Module):
     def simulate(self, u, q0, qd0, first, intervals: int) -> Trajectory:
         """Simulate from ``(q0, qd0)`` at knot ``first`` over ``intervals`` knot intervals with knot
         values ``u``: ``substeps`` fixed steps of the diffrax ``solver`` per interval on
-        :func:`mbjax.simulate`'s vector field, in a ``lax.scan`` (cheap to differentiate in
-        forward and reverse mode). ``first`` may be traced (a batch of segments).
+        :func:`mbjax.simulate`'s vector field, in a ``lax.scan`` (reverse-mode differentiable;
+        see :meth:`forward_mode` for forward mode). ``first`` may be traced (a batch of segments).
 
         **Returns:** a :class:`Trajectory` with every step (``intervals * substeps + 1`` rows).
         """

@@ -10,7 +10,7 @@ bar, and stops when every restart has converged or after ``constraints.iteration
 **Inner solvers.**
 
 - An optimistix least-squares solver (default ``optx.LevenbergMarquardt``; also
-  ``optx.GaussNewton``, ``optx.Dogleg``): the augmented Lagrangian is a sum of squares, and
+  ``optx.GaussNewton``): the augmented Lagrangian is a sum of squares, and
   its Jacobian is formed in forward mode (one JVP per decision variable). A second-order
   method converges in tens of iterations where first-order ones need thousands.
 - An optimistix minimiser (``optx.BFGS``, ...) or an optax optimiser (``optax.adam(1e-2)``):
@@ -62,6 +62,8 @@ def _init(problem, transcription, optimiser, method: AugmentedLagrangian, z):
 @eqx.filter_vmap(in_axes=(None, None, None, None, None, 0))
 def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, inner_steps: int, state: _State):
     m = state.multipliers
+    if isinstance(optimiser, optx.AbstractGaussNewton):  # Jacobians in forward mode
+        problem = problem.forward_mode()
 
     def merit(z, m):
         return method.residuals(*_residuals(problem, transcription, z), m)
@@ -113,11 +115,11 @@ def _optimise(problem, guesses, transcription, optimiser, constraints, inner_ste
     if not isinstance(problem, TrajectoryProblem):
         raise TypeError(f"problem must be a TrajectoryProblem; got {type(problem).__name__}")
     transcription = SingleShooting() if transcription is None else transcription
-    optimiser = optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10) if optimiser is None else optimiser
+    optimiser = optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8) if optimiser is None else optimiser
     if not isinstance(optimiser, (optax.GradientTransformation, optx.AbstractLeastSquaresSolver,
                                   optx.AbstractMinimiser)):
         raise TypeError("optimiser must be an optimistix least-squares solver or minimiser (e.g. "
-                        "optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)) or an optax optimiser (e.g. optax.adam(1e-2))")
+                        "optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)) or an optax optimiser (e.g. optax.adam(1e-2))")
     method = AugmentedLagrangian() if constraints is None else constraints
     state = _init(problem, transcription, optimiser, method, guesses)
     history = np.full((method.iterations, 2, state.cost.shape[0]), np.nan)
@@ -159,7 +161,7 @@ def solve(problem: TrajectoryProblem, guess, *, transcription=None, optimiser=No
       along a guessed path).
     - ``transcription``: :class:`SingleShooting` (default) or :class:`MultipleShooting`.
     - ``optimiser``: the inner solver (see the module docstring); default
-      ``optx.LevenbergMarquardt(rtol=1e-10, atol=1e-10)``.
+      ``optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)``.
     - ``constraints``: :class:`AugmentedLagrangian` (default) or :func:`Penalty`: the outer
       loop's settings (iterations, tolerance on the violation).
     - ``inner_steps``: the inner solver's step budget per outer iteration.
