@@ -76,7 +76,7 @@ from .model.topology import Topology, incidence_matrix, path_matrix, regular_lab
 from .model.mjcf import MJCFError, load_mjcf
 from .model.urdf import URDFError, load_urdf
 from .robots import bundled_model_path, example_robot_path, load_bundled, load_example_robot
-from . import plotting, simulation
+from . import plotting, simulation, trajopt
 from .simulation import (
     PD, ComputedTorque, FeedForward, PathReference, Setpoint, Trajectory, configuration_rate, joint_limit_event,
     shard_batch, simulate, simulate_batch,
@@ -115,4 +115,6 @@ __all__ = [
     "constraints", "ConstrainedDynamics", "LoopClosureBuilder", "LoopClosures", "assemble",
     "constrained_forward_dynamics", "constrained_vector_field", "loop_jacobian", "loop_kinematics",
     "loop_residual", "project", "project_velocity",
+    # trajectory optimisation (mbjax.trajopt)
+    "trajopt",
 ]
