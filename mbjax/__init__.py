@@ -79,8 +79,7 @@ from .model.actuators import ActuatorControl, Actuators, load_mjcf_actuators
 from .model.mjcf import MJCFError, load_mjcf, load_mjcf_with_closures
 from .model.urdf import URDFError, load_urdf
 from .robots import bundled_model_path, example_robot_path, load_bundled, load_example_robot
-from . import plotting, simulation
-from . import identify
+from . import identify, plotting, simulation, trajopt
 from .simulation import (
     PD, ComputedTorque, FeedForward, PathReference, Setpoint, Trajectory, configuration_rate, joint_limit_event,
     shard_batch, simulate, simulate_batch,
@@ -125,4 +124,6 @@ __all__ = [
     "StepResult", "huang_double_pendulum", "huang_system", "rollout", "step", "stewart_platform",
     # parameter identification (mbjax.identify)
     "identify",
+    # trajectory optimisation (mbjax.trajopt)
+    "trajopt",
 ]

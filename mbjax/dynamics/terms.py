@@ -51,6 +51,12 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
     ``mbjax.kane``), mapped back to the model's velocity coordinates.
     """
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
+    return forward_dynamics_from(model, q, qd, tau, f_ext, method)
+
+
+def forward_dynamics_from(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
+    """:func:`forward_dynamics` without input checks, for use inside other algorithms (e.g.
+    trajectory optimisation, whose trial steps may diverge to non-finite states)."""
     tk = tree_kinematics(model, q)
     if method == "aba":
         return aba_from(model, q, qd, tau, external_forces_or_zero(model, f_ext, tau.dtype))

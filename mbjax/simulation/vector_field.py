@@ -17,17 +17,21 @@ import equinox as eqx
 
 from ..configuration import normalize
 from ..dynamics.passive import passive_forces_from
-from ..dynamics.terms import forward_dynamics
+from ..dynamics.terms import forward_dynamics, forward_dynamics_from
 from .manifold import configuration_rate
 
 
 class ForwardDynamics(eqx.Module):
-    """:func:`mbjax.forward_dynamics` with a fixed ``method``, as a dynamics hook."""
+    """:func:`mbjax.forward_dynamics` with a fixed ``method``, as a dynamics hook; with
+    ``checked=False`` non-finite states pass through as NaN instead of raising (for optimisers
+    whose trial steps may diverge)."""
 
     method: str = eqx.field(static=True, default="aba")
+    checked: bool = eqx.field(static=True, default=True)
 
     def __call__(self, model, q, qd, tau, f_ext=None):
-        return forward_dynamics(model, q, qd, tau, f_ext, method=self.method)
+        fn = forward_dynamics if self.checked else forward_dynamics_from
+        return fn(model, q, qd, tau, f_ext, method=self.method)
 
 
 def as_dynamics(method):

@@ -1,0 +1,78 @@
+"""Constraints by the augmented Lagrangian (or a quadratic penalty), kept in residual form.
+
+For the objective ``J = |r|^2``, equality constraints ``c = 0`` and inequalities ``g <= 0``
+the augmented Lagrangian (Powell–Hestenes–Rockafellar; Nocedal & Wright, Numerical
+Optimization, 2nd ed., Ch. 17) is, up to terms free of the variables,
+
+    L = |r|^2 + rho/2 |c + lambda/rho|^2 + rho/2 |max(0, g + mu/rho)|^2
+
+— a sum of squares again, so a Gauss–Newton or Levenberg–Marquardt solver minimises it as it
+would the unconstrained problem. After each inner minimisation the multipliers take the
+first-order update ``lambda <- lambda + rho c``, ``mu <- max(0, mu + rho g)`` and
+the penalty ``rho`` grows when the violation fell by less than a factor 4. Without multiplier
+updates (:func:`Penalty`) this is the quadratic penalty method.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+
+
+class Multipliers(eqx.Module):
+    """Multipliers of the equalities ``lam`` (E,), of the inequalities ``mu`` (I,), and ``rho``."""
+
+    lam: jax.Array
+    mu: jax.Array
+    rho: jax.Array
+
+
+def violation(equalities, inequalities):
+    """Largest constraint violation: ``max(|c|, max(0, g))`` (0 without constraints)."""
+    return jnp.max(jnp.concatenate([jnp.abs(equalities), jnp.maximum(inequalities, 0.0), jnp.zeros(1)]))
+
+
+class AugmentedLagrangian(eqx.Module):
+    """How constraints enter the objective, and the outer loop around the inner solver.
+
+    **Fields:**
+
+    - ``penalty``: initial rho; ``growth``: its factor when the violation stalls; ``max_penalty``.
+    - ``iterations``: outer iterations at most; ``tolerance``: the largest constraint violation
+      (in the residual's units: rad, rad/s, N m) that counts as feasible.
+    - ``multipliers``: update the multipliers (augmented Lagrangian) or keep them zero
+      (quadratic penalty).
+    """
+
+    penalty: float = 10.0
+    growth: float = 10.0
+    max_penalty: float = 1e10
+    iterations: int = eqx.field(default=20, static=True)
+    tolerance: float = 1e-8
+    multipliers: bool = eqx.field(default=True, static=True)
+
+    def init(self, equalities, inequalities) -> Multipliers:
+        dtype = equalities.dtype
+        return Multipliers(jnp.zeros_like(equalities), jnp.zeros_like(inequalities), jnp.asarray(self.penalty, dtype))
+
+    def residuals(self, cost, equalities, inequalities, m: Multipliers):
+        """The residual vector whose squared norm is the augmented Lagrangian L."""
+        s = jnp.sqrt(m.rho / 2)
+        return jnp.concatenate([cost, s * (equalities + m.lam / m.rho),
+                                s * jnp.maximum(inequalities + m.mu / m.rho, 0.0)])
+
+    def update(self, m: Multipliers, equalities, inequalities, before, after) -> Multipliers:
+        """Multipliers after an inner solve that took the violation from ``before`` to ``after``."""
+        lam, mu = m.lam, m.mu
+        if self.multipliers:
+            lam = lam + m.rho * equalities
+            mu = jnp.maximum(mu + m.rho * inequalities, 0.0)
+        rho = jnp.where(after > 0.25 * before, jnp.minimum(m.rho * self.growth, self.max_penalty), m.rho)
+        return Multipliers(lam, mu, rho)
+
+
+def Penalty(weight: float = 1e3, growth: float = 10.0, iterations: int = 20, tolerance: float = 1e-8):
+    """The quadratic penalty method: ``J + weight/2 (|c|^2 + |max(0, g)|^2)``, the weight growing
+    by ``growth`` while the constraints are violated by more than ``tolerance``."""
+    return AugmentedLagrangian(weight, growth, iterations=iterations, tolerance=tolerance, multipliers=False)

@@ -1,0 +1,129 @@
+"""A trajectory-optimisation problem: a model, its initial state, a horizon with knot-interpolated
+torques, costs and constraints, and the fixed-step integration used to simulate it."""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..checks import check_state
+from ..model.model import Model
+from ..configuration import normalize
+from ..simulation.trajectory import Trajectory
+from ..simulation.vector_field import ForwardDynamics, vector_field
+from .controls import KnotControls
+from .terms import Rollout, Term, TorqueLimits
+
+
+class TrajectoryProblem(eqx.Module):
+    """Find knot torques ``u`` (K, nu) minimising ``sum_costs weight |r|^2`` subject to the
+    constraints, for the motion of ``model`` from ``(q0, qd0)`` over ``[0, duration]``.
+
+    **Arguments:**
+
+    - ``model``, ``q0`` (nq,), ``qd0`` (nv,): the system and its initial state.
+    - ``duration``: the horizon T (s); ``knots``: K torque knots evenly spaced over it.
+    - ``costs``, ``constraints``: sequences of terms (:mod:`mbjax.trajopt.terms`): e.g.
+      ``costs=[Effort()]``, ``constraints=[TerminalState(q_goal, qd_goal), TorqueLimits()]``.
+    - ``actuated``: joint names or velocity indices that get a torque (default: every joint but
+      a free-floating base); the others get zero (an acrobot, a satellite's base).
+    - ``interpolation``: ``"linear"`` or ``"cubic"`` between knots.
+    - ``substeps``: fixed integration steps per knot interval; ``solver``: an explicit diffrax
+      solver (default ``Tsit5``, 5th order); ``method``: the forward-dynamics method of
+      :func:`mbjax.simulate` (or a dynamics callable). Fixed steps that end on the knots keep
+      the solver's order across the kinks of linear interpolation and make the objective a
+      smooth function of ``u``; check the result with :meth:`Solution.resimulate`.
+    """
+
+    model: Model
+    q0: jax.Array
+    qd0: jax.Array
+    controls: KnotControls
+    costs: tuple
+    constraints: tuple
+    solver: diffrax.AbstractSolver
+    substeps: int = eqx.field(static=True)
+    method: object = eqx.field(static=True)
+
+    def __init__(self, model: Model, q0, qd0, duration, knots: int, *, costs=(), constraints=(), actuated=None,
+                 interpolation: str = "linear", substeps: int = 4, solver=None, method="aba"):
+        self.q0, self.qd0 = check_state(model, q0, qd=qd0)
+        self.model = model
+        self.controls = KnotControls(model, duration, knots, actuated, interpolation)
+        self.costs, self.constraints = tuple(costs), tuple(constraints)
+        for term in self.costs + self.constraints:
+            if not isinstance(term, Term):
+                raise TypeError(f"costs and constraints must be mbjax.trajopt terms (Effort, TerminalState, "
+                                f"PathCost, TorqueLimits, ...); got {type(term).__name__}")
+            if isinstance(term, TorqueLimits):
+                lower, upper = term.bounds(self)
+                if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper)) and np.all(lower <= upper)):
+                    raise ValueError("TorqueLimits needs finite bounds with lower <= upper: give lower= and upper= "
+                                     "(the model's effort limits of the actuated joints are not all finite)")
+        if not self.costs:
+            raise ValueError("give at least one cost, e.g. costs=[mbjax.trajopt.Effort()]")
+        if int(substeps) < 1:
+            raise ValueError(f"substeps must be a positive integer; got {substeps}")
+        self.substeps = int(substeps)
+        self.solver = diffrax.Tsit5() if solver is None else solver
+        # trial steps of the optimiser may diverge: their NaN states must reach it (which then
+        # rejects the step), not raise
+        self.method = ForwardDynamics(method, checked=False) if isinstance(method, str) else method
+
+    def forward_mode(self) -> "TrajectoryProblem":
+        """This problem with its simulation differentiable in forward mode (``jax.jvp``,
+        ``jax.jacfwd``): a Runge–Kutta solver's stages run in a plain loop, as diffrax's
+        ``ForwardMode`` arranges it (the default checkpointed loop is reverse-mode only)."""
+        if not isinstance(self.solver, diffrax.AbstractRungeKutta) or self.solver.scan_kind is not None:
+            return self
+        solver = eqx.tree_at(lambda s: s.scan_kind, self.solver, "lax", is_leaf=lambda x: x is None)
+        return eqx.tree_at(lambda p: p.solver, self, solver)
+
+    @property
+    def duration(self):
+        return self.controls.ts[-1]
+
+    @property
+    def knots(self) -> int:
+        return self.controls.ts.shape[0]
+
+    def simulate(self, u, q0, qd0, first, intervals: int) -> Trajectory:
+        """Simulate from ``(q0, qd0)`` at knot ``first`` over ``intervals`` knot intervals with knot
+        values ``u``: ``substeps`` fixed steps of the diffrax ``solver`` per interval on
+        :func:`mbjax.simulate`'s vector field, in a ``lax.scan`` (reverse-mode differentiable;
+        see :meth:`forward_mode` for forward mode). ``first`` may be traced (a batch of segments).
+
+        **Returns:** a :class:`Trajectory` with every step (``intervals * substeps + 1`` rows).
+        """
+        n = intervals * self.substeps
+        t0 = jnp.take(self.controls.ts, first)
+        dt = (jnp.take(self.controls.ts, first + intervals) - t0) / n
+        ts = t0 + dt * jnp.arange(n + 1, dtype=dt.dtype)
+        term = diffrax.ODETerm(vector_field)
+        args = (self.model, self.method, self.controls.controller(u), None)
+        y0 = (q0, qd0)
+
+        def step(carry, t):
+            y, state = carry
+            y, _, _, state, _ = self.solver.step(term, t, t + dt, y, args, state, made_jump=False)
+            return (y, state), y
+
+        _, (q, qd) = jax.lax.scan(step, (y0, self.solver.init(term, t0, t0 + dt, y0, args)), ts[:-1])
+        q = jax.vmap(normalize, (None, 0))(self.model, jnp.concatenate([q0[None], q]))
+        return Trajectory(ts=ts, q=q, qd=jnp.concatenate([qd0[None], qd]))
+
+    def residuals(self, rollout: Rollout):
+        """(cost residuals, equality residuals, inequality residuals) of a rollout, each 1-D;
+        ``sum(cost**2)`` is the objective, the defects lead the equalities."""
+        costs, equalities, inequalities = [], [rollout.defects], []
+        for term in self.costs:
+            r = term.residual(self, rollout)
+            costs.append(jnp.sqrt(term.weight) * (jnp.maximum(r, 0.0) if term.inequality else r))
+        for term in self.constraints:
+            (inequalities if term.inequality else equalities).append(term.residual(self, rollout))
+        dtype = self.q0.dtype
+        cat = lambda parts: jnp.concatenate(parts) if parts else jnp.zeros(0, dtype)  # noqa: E731
+        return cat(costs), cat(equalities), cat(inequalities)

@@ -1,0 +1,88 @@
+"""The result of :func:`mbjax.trajopt.solve`: optimal knot torques, the optimised trajectory,
+convergence figures, an independent re-simulation and a plot."""
+
+from __future__ import annotations
+
+import diffrax
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..simulation.controllers import FeedForward
+from ..simulation.simulate import simulate
+from ..simulation.trajectory import Trajectory
+
+
+class Solution(eqx.Module):
+    """An optimised trajectory (batched over restarts where it comes from
+    :func:`mbjax.trajopt.solve_restarts`).
+
+    **Fields:**
+
+    - ``variables``: the decision variables (knot values, and node states for multiple
+      shooting), to warm-start another solve.
+    - ``u`` (K, nu): knot torques of the actuated coordinates.
+    - ``trajectory``: the simulated motion on the integration grid (a :class:`Trajectory`).
+    - ``cost``: the objective ``sum weight |r|^2``; ``violation``: the largest constraint
+      violation (defects included).
+    - ``converged``: the inner solver converged and ``violation <= tolerance``.
+    - ``iterations``: inner iterations in all (Levenberg–Marquardt steps or optax updates);
+      ``outer_iterations``: augmented-Lagrangian updates.
+    - ``history`` (O, 2): cost and violation after each outer iteration (NaN after the end).
+    """
+
+    variables: object
+    u: jax.Array
+    trajectory: Trajectory
+    cost: jax.Array
+    violation: jax.Array
+    converged: jax.Array
+    iterations: jax.Array
+    outer_iterations: jax.Array
+    history: jax.Array
+
+    def controller(self, problem) -> FeedForward:
+        """The optimal open-loop torques ``tau(t, q, qd)``, for :func:`mbjax.simulate`."""
+        return problem.controls.controller(self.u)
+
+    def resimulate(self, problem, solver=None, rtol: float = 1e-12, atol: float = 1e-12, saves: int = 201):
+        """An independent check: simulate the optimal torques again with an adaptive solver at
+        tight tolerances (default ``Dopri8``; the optimisation used fixed steps) whose steps
+        end on the knots (the kinks of linear interpolation) and at ``saves`` even times.
+
+        **Returns:** a :class:`Trajectory`; its last row is the state at the horizon.
+        """
+        ts = jnp.union1d(problem.controls.ts, jnp.linspace(0.0, problem.duration, saves))
+        return simulate(problem.model, problem.q0, problem.qd0, 0.0, problem.duration, tau=self.controller(problem),
+                        method=problem.method, solver=diffrax.Dopri8() if solver is None else solver, rtol=rtol,
+                        atol=atol, saveat=ts, max_steps=1_000_000)
+
+    def plot(self, problem, path: str | None = None, title: str = ""):
+        """Joint positions, velocities and knot torques against time (matplotlib). Saves the
+        figure to ``path`` (then closes it) or returns it."""
+        from ..plotting import _labels, plot_coordinates, pyplot
+
+        if np.ndim(self.cost):
+            raise ValueError("plot one solution at a time: take the best restart, or index the batch")
+        plt = pyplot()
+        fig, ax = plt.subplots(1, 3, figsize=(15, 4))
+        plot_coordinates(self.trajectory, ax[0], problem.model, "q")
+        plot_coordinates(self.trajectory, ax[1], problem.model, "qd")
+        fine = jnp.linspace(0.0, problem.duration, 400)
+        tau = jax.vmap(self.controller(problem).path.evaluate)(fine)
+        labels = _labels(problem.model, problem.model.nv, "v")
+        for k, dof in enumerate(problem.controls.dofs):
+            ax[2].plot(fine, tau[:, dof], color=f"C{k % 10}", label=labels[dof])
+            ax[2].plot(problem.controls.ts, self.u[:, k], ".", color=f"C{k % 10}")
+        ax[2].set(xlabel="time [s]", ylabel="torque [N m, N]", title="knot torques")
+        ax[2].grid(alpha=0.3)
+        ax[2].legend(fontsize="small", ncol=2)
+        fig.suptitle(title or f"cost {float(self.cost):.4g}, violation {float(self.violation):.1e}, "
+                              f"{int(self.iterations)} iterations")
+        fig.tight_layout()
+        if path is None:
+            return fig
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        return None

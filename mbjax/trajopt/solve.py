@@ -1,0 +1,200 @@
+"""``solve`` and ``solve_restarts``: direct shooting with an inner solver (optimistix or optax)
+inside an augmented-Lagrangian outer loop, batched over initial guesses with ``vmap``.
+
+Each outer iteration is one compiled, vmapped program: the inner solver minimises the
+augmented Lagrangian of every restart from its current variables, then the multipliers are
+updated. Restarts that have converged are frozen (the vmapped update leaves them unchanged),
+so a restart ends exactly as it would alone. The outer loop runs in Python with a progress
+bar, and stops when every restart has converged or after ``constraints.iterations`` updates.
+
+**Inner solvers.**
+
+- An optimistix least-squares solver (default ``optx.LevenbergMarquardt``; also
+  ``optx.GaussNewton``): the augmented Lagrangian is a sum of squares, and
+  its Jacobian is formed in forward mode (one JVP per decision variable). A second-order
+  method converges in tens of iterations where first-order ones need thousands.
+- An optimistix minimiser (``optx.BFGS``, ...) or an optax optimiser (``optax.adam(1e-2)``):
+  gradients in reverse mode through the simulation; with optax, ``inner_steps`` updates per
+  outer iteration.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+import optimistix as optx
+
+from .lagrangian import AugmentedLagrangian, Multipliers, violation
+from .problem import TrajectoryProblem
+from .shooting import SingleShooting
+from .solution import Solution
+
+
+class _State(eqx.Module):
+    z: object
+    opt_state: object
+    multipliers: Multipliers
+    cost: jax.Array
+    violation: jax.Array
+    iterations: jax.Array
+    outer_iterations: jax.Array
+    done: jax.Array
+
+
+def _residuals(problem, transcription, z):
+    return problem.residuals(transcription.rollout(problem, z))
+
+
+@eqx.filter_jit
+@eqx.filter_vmap(in_axes=(None, None, None, None, 0))
+def _init(problem, transcription, optimiser, method: AugmentedLagrangian, z):
+    cost, eq, ineq = _residuals(problem, transcription, z)
+    opt_state = optimiser.init(z) if isinstance(optimiser, optax.GradientTransformation) else None
+    zero = jnp.zeros((), jnp.int32)
+    return _State(z, opt_state, method.init(eq, ineq), jnp.sum(cost**2), violation(eq, ineq), zero, zero,
+                  jnp.zeros((), bool))
+
+
+@eqx.filter_jit
+@eqx.filter_vmap(in_axes=(None, None, None, None, None, 0))
+def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, inner_steps: int, state: _State):
+    m = state.multipliers
+    if isinstance(optimiser, optx.AbstractGaussNewton):  # Jacobians in forward mode
+        problem = problem.forward_mode()
+
+    def merit(z, m):
+        return method.residuals(*_residuals(problem, transcription, z), m)
+
+    if isinstance(optimiser, optax.GradientTransformation):
+        def update(carry, _):
+            z, s = carry
+            g = jax.grad(lambda z: jnp.sum(merit(z, m) ** 2))(z)
+            step, s = optimiser.update(g, s, z)
+            return (optax.apply_updates(z, step), s), None
+
+        (z, opt_state), _ = jax.lax.scan(update, (state.z, state.opt_state), None, length=inner_steps)
+        steps, ok = jnp.asarray(inner_steps, jnp.int32), jnp.asarray(True)
+    else:
+        sol = optx.least_squares(merit, optimiser, state.z, m, options={"jac": "fwd"},
+                                 max_steps=inner_steps, throw=False)
+        z, opt_state = sol.value, None
+        steps, ok = sol.stats["num_steps"].astype(jnp.int32), sol.result == optx.RESULTS.successful
+    cost, eq, ineq = _residuals(problem, transcription, z)
+    after = violation(eq, ineq)
+    done = (after <= method.tolerance) & ok
+    # the multipliers move once the inner solver has converged (not when it ran out of steps)
+    keep = done | ~ok
+    new_m = jax.tree.map(lambda a, b: jnp.where(keep, a, b), m, method.update(m, eq, ineq, state.violation, after))
+    new = _State(z, opt_state, new_m, jnp.sum(cost**2), after, state.iterations + steps, state.outer_iterations + 1,
+                 done)
+    return jax.tree.map(lambda old, upd: jnp.where(state.done, old, upd), state, new)
+
+
+@eqx.filter_jit
+@eqx.filter_vmap(in_axes=(None, None, 0))
+def _rollouts(problem, transcription, z):
+    return transcription.rollout(problem, z)
+
+
+def _progress(iterations: int, progress: bool):
+    """An iterator over the outer iterations with a tqdm bar (plain lines without tqdm)."""
+    if not progress:
+        return range(iterations), lambda it, text: None
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return range(iterations), lambda it, text: print(f"trajopt {text}", flush=True)
+    bar = tqdm(range(iterations), desc="trajopt", leave=False)
+    return bar, lambda it, text: bar.set_postfix_str(text)
+
+
+def _optimise(problem, guesses, transcription, optimiser, constraints, inner_steps, progress) -> Solution:
+    if not isinstance(problem, TrajectoryProblem):
+        raise TypeError(f"problem must be a TrajectoryProblem; got {type(problem).__name__}")
+    transcription = SingleShooting() if transcription is None else transcription
+    optimiser = optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8) if optimiser is None else optimiser
+    if not isinstance(optimiser, (optax.GradientTransformation, optx.AbstractLeastSquaresSolver,
+                                  optx.AbstractMinimiser)):
+        raise TypeError("optimiser must be an optimistix least-squares solver or minimiser (e.g. "
+                        "optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)) or an optax optimiser (e.g. optax.adam(1e-2))")
+    method = AugmentedLagrangian() if constraints is None else constraints
+    state = _init(problem, transcription, optimiser, method, guesses)
+    history = np.full((method.iterations, 2, state.cost.shape[0]), np.nan)
+    outer, report = _progress(method.iterations, progress)
+    for k in outer:
+        state = _outer_step(problem, transcription, optimiser, method, int(inner_steps), state)
+        history[k] = np.asarray(state.cost), np.asarray(state.violation)
+        report(k, f"{k + 1}: cost {history[k, 0].min():.6g}, violation {history[k, 1].min():.2e}, "
+                  f"{int(np.sum(state.done))}/{state.done.shape[0]} converged")
+        if bool(jnp.all(state.done)):
+            break
+    if hasattr(outer, "close"):
+        outer.close()
+    rollout = _rollouts(problem, transcription, state.z)
+    return Solution(state.z, rollout.u, rollout.trajectory, state.cost, state.violation, state.done,
+                    state.iterations, state.outer_iterations, jnp.asarray(np.moveaxis(history, 2, 0)))
+
+
+def _variables(problem, guess, transcription, batched: bool):
+    """Decision variables from a guess: variables already, or knot values (K, nu) (batched:
+    (B, K, nu)) turned into them by the transcription."""
+    if not isinstance(guess, (jax.Array, np.ndarray)):
+        return guess
+    transcription = SingleShooting() if transcription is None else transcription
+    if batched:
+        return eqx.filter_vmap(lambda u: transcription.initial_guess(problem, u))(jnp.asarray(guess))
+    return transcription.initial_guess(problem, guess)
+
+
+def solve(problem: TrajectoryProblem, guess, *, transcription=None, optimiser=None, constraints=None,
+          inner_steps: int = 100, progress: bool = True) -> Solution:
+    """Optimise a trajectory by direct shooting from one initial guess.
+
+    **Arguments:**
+
+    - ``problem``: a :class:`TrajectoryProblem`.
+    - ``guess``: knot values (K, nu), or decision variables from
+      ``transcription.initial_guess(problem, u, ...)`` (e.g. multiple-shooting node states
+      along a guessed path).
+    - ``transcription``: :class:`SingleShooting` (default) or :class:`MultipleShooting`.
+    - ``optimiser``: the inner solver (see the module docstring); default
+      ``optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)``.
+    - ``constraints``: :class:`AugmentedLagrangian` (default) or :func:`Penalty`: the outer
+      loop's settings (iterations, tolerance on the violation).
+    - ``inner_steps``: the inner solver's step budget per outer iteration.
+    - ``progress``: a progress bar over the outer iterations (tqdm, or plain lines).
+
+    **Returns:** a :class:`Solution`.
+    """
+    z = jax.tree.map(lambda x: x[None], _variables(problem, guess, transcription, batched=False))
+    sol = _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress)
+    return jax.tree.map(lambda x: x[0], sol)
+
+
+def best_restart(solutions: Solution) -> int:
+    """Index of the best of a batch: the lowest cost among the converged restarts, or the
+    smallest violation when none converged."""
+    converged = np.asarray(solutions.converged)
+    if converged.any():
+        return int(np.argmin(np.where(converged, np.asarray(solutions.cost), np.inf)))
+    return int(np.argmin(np.asarray(solutions.violation)))
+
+
+def solve_restarts(problem: TrajectoryProblem, guesses, *, transcription=None, optimiser=None, constraints=None,
+                   inner_steps: int = 100, progress: bool = True):
+    """:func:`solve` from several initial guesses at once (one vmapped program), for problems
+    with local minima (a swing-up can go either way round).
+
+    ``guesses``: knot values (B, K, nu), or batched decision variables (every leaf with a
+    leading axis B). The other arguments are those of :func:`solve`.
+
+    **Returns:** ``(best, all)``: the best :class:`Solution` (:func:`best_restart`) and all of
+    them (leading axis B).
+    """
+    z = _variables(problem, guesses, transcription, batched=True)
+    solutions = _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress)
+    best = best_restart(solutions)
+    return jax.tree.map(lambda x: x[best], solutions), solutions
