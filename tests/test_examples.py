@@ -96,6 +96,9 @@ SCRIPTS = {
     "identify_panda": ([str(ROOT / "examples" / "identify_panda.py"), "--quick"], HAS_ERD and HAS_PIN,
                        "needs pinocchio and example-robot-data"),
     "notebook_identification": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "identification.ipynb")], True, ""),
+    "swing_up": ([str(ROOT / "examples" / "swing_up.py"), "--quick"], True, ""),
+    "notebook_trajectory_optimisation": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "trajectory_optimisation.ipynb")],
+                                         HAS_MPL, "needs matplotlib"),
 }
 
 

@@ -9,8 +9,8 @@ Optimization, 2nd ed., Ch. 17) is, up to terms free of the variables,
 — a sum of squares again, so a Gauss–Newton or Levenberg–Marquardt solver minimises it as it
 would the unconstrained problem. After each inner minimisation the multipliers take the
 first-order update ``lambda <- lambda + rho c``, ``mu <- max(0, mu + rho g)`` and
-the penalty ``rho`` grows when the violation fell by less than a factor 4. Without multiplier
-updates (:func:`Penalty`) this is the quadratic penalty method.
+the penalty ``rho`` grows when the violation, still above the tolerance, fell by less than a
+factor 4. Without multiplier updates (:func:`Penalty`) this is the quadratic penalty method.
 """
 
 from __future__ import annotations
@@ -41,6 +41,9 @@ class AugmentedLagrangian(eqx.Module):
     - ``penalty``: initial rho; ``growth``: its factor when the violation stalls; ``max_penalty``.
     - ``iterations``: outer iterations at most; ``tolerance``: the largest constraint violation
       (in the residual's units: rad, rad/s, N m) that counts as feasible.
+    - ``cost_tolerance``: a feasible iterate also counts as converged when its objective changed
+      by at most this fraction over the last outer iteration, even if the inner solver used up
+      its steps (an inexact inner solve is enough once the multipliers have settled).
     - ``multipliers``: update the multipliers (augmented Lagrangian) or keep them zero
       (quadratic penalty).
     """
@@ -50,6 +53,7 @@ class AugmentedLagrangian(eqx.Module):
     max_penalty: float = 1e10
     iterations: int = eqx.field(default=20, static=True)
     tolerance: float = 1e-8
+    cost_tolerance: float = 1e-6
     multipliers: bool = eqx.field(default=True, static=True)
 
     def init(self, equalities, inequalities) -> Multipliers:
@@ -68,11 +72,16 @@ class AugmentedLagrangian(eqx.Module):
         if self.multipliers:
             lam = lam + m.rho * equalities
             mu = jnp.maximum(mu + m.rho * inequalities, 0.0)
-        rho = jnp.where(after > 0.25 * before, jnp.minimum(m.rho * self.growth, self.max_penalty), m.rho)
+        # grow rho only while infeasible: past the tolerance a larger one only makes the inner
+        # problem ill-conditioned (the violation cannot keep falling 4x at round-off level)
+        stalled = (after > 0.25 * before) & (after > self.tolerance)
+        rho = jnp.where(stalled, jnp.minimum(m.rho * self.growth, self.max_penalty), m.rho)
         return Multipliers(lam, mu, rho)
 
 
-def Penalty(weight: float = 1e3, growth: float = 10.0, iterations: int = 20, tolerance: float = 1e-8):
+def Penalty(weight: float = 1e3, growth: float = 10.0, iterations: int = 20, tolerance: float = 1e-8,
+            cost_tolerance: float = 1e-6):
     """The quadratic penalty method: ``J + weight/2 (|c|^2 + |max(0, g)|^2)``, the weight growing
     by ``growth`` while the constraints are violated by more than ``tolerance``."""
-    return AugmentedLagrangian(weight, growth, iterations=iterations, tolerance=tolerance, multipliers=False)
+    return AugmentedLagrangian(weight, growth, iterations=iterations, tolerance=tolerance,
+                               cost_tolerance=cost_tolerance, multipliers=False)

@@ -26,7 +26,8 @@ class Solution(eqx.Module):
     - ``trajectory``: the simulated motion on the integration grid (a :class:`Trajectory`).
     - ``cost``: the objective ``sum weight |r|^2``; ``violation``: the largest constraint
       violation (defects included).
-    - ``converged``: the inner solver converged and ``violation <= tolerance``.
+    - ``converged``: ``violation <= tolerance``, and the inner solver converged or the cost
+      changed by at most ``cost_tolerance`` (relative) over the last outer iteration.
     - ``iterations``: inner iterations in all (Levenberg–Marquardt steps or optax updates);
       ``outer_iterations``: augmented-Lagrangian updates.
     - ``history`` (O, 2): cost and violation after each outer iteration (NaN after the end).

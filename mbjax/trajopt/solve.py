@@ -83,12 +83,15 @@ def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, 
         z, opt_state = sol.value, None
         steps, ok = sol.stats["num_steps"].astype(jnp.int32), sol.result == optx.RESULTS.successful
     cost, eq, ineq = _residuals(problem, transcription, z)
-    after = violation(eq, ineq)
-    done = (after <= method.tolerance) & ok
-    # the multipliers move once the inner solver has converged (not when it ran out of steps)
-    keep = done | ~ok
+    after, cost = violation(eq, ineq), jnp.sum(cost**2)
+    stationary = jnp.abs(cost - state.cost) <= method.cost_tolerance * jnp.abs(state.cost)
+    done = (after <= method.tolerance) & (ok | stationary)
+    # inexact augmented Lagrangian: the multipliers and the penalty move after every inner solve
+    # that leaves the constraints violated, converged or out of steps (else a stalled inner
+    # solve would repeat itself); a non-finite one keeps them
+    keep = done | ~jnp.isfinite(after)
     new_m = jax.tree.map(lambda a, b: jnp.where(keep, a, b), m, method.update(m, eq, ineq, state.violation, after))
-    new = _State(z, opt_state, new_m, jnp.sum(cost**2), after, state.iterations + steps, state.outer_iterations + 1,
+    new = _State(z, opt_state, new_m, cost, after, state.iterations + steps, state.outer_iterations + 1,
                  done)
     return jax.tree.map(lambda old, upd: jnp.where(state.done, old, upd), state, new)
 
