@@ -15,7 +15,8 @@ At the roots the parent is the base, whose motion is already in gamma (Remark 3)
 lambda_i from x_p, then x_i. This is the articulated-body recursion written in Mufti's
 maximal coordinates: A_i is body i's articulated inertia (at its CoM), and the sparsity pattern
 (which block meets which) is static, so each level is a handful of batched 6 x 6 operations
-(two batched solves with several right-hand sides each, see ``_eliminate``).
+(two batched 6 x 6 SPD inverses by unrolled LDL^T, ``mbjax.linalg.spd_inverse``, and four
+batched products, see ``_eliminate``).
 """
 
 from __future__ import annotations
@@ -24,30 +25,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..linalg import spd_inverse
 from ..model.model import Model
 from ..model.tree import take
 from .newton_euler import NewtonEuler
 
 
-def _eliminate(A, u, Gc, Gp, gamma, pad):
-    """Leaves-to-root step for a batch of bodies (two batched solves).
+def _eliminate(Au, Gc, Gp, gamma, pad):
+    """Leaves-to-root step for a batch of bodies, with ``Au = [A | u~]`` (n, 6, 7).
 
     (Y, a) = A^-1 (G_ii, u~);  N = G_ii^T Y;  rho = gamma + G_ii^T a;
-    (Z_G, z) = N^-1 (G_pi^T, rho); the parent receives (G_pi Z_G, -G_pi z).
+    Z = N^-1 (G_pi^T, -rho); the parent receives G_pi Z = (G_pi N^-1 G_pi^T, -G_pi N^-1 rho).
     """
-    Ya = jnp.linalg.solve(A, jnp.concatenate([Gc, u[..., None]], -1))
-    Y, a = Ya[..., :6], Ya[..., 6]
-    N = jnp.einsum("nji,njk->nik", Gc, Y) + jax.vmap(jnp.diag)(pad)
-    rho = gamma + jnp.einsum("nji,nj->ni", Gc, a)
-    Z = jnp.linalg.solve(N, jnp.concatenate([jnp.swapaxes(Gp, -1, -2), rho[..., None]], -1))
-    up = jnp.einsum("nij,njk->nik", Gp, Z)
-    return (up[..., :6], -up[..., 6]), (Y, a, Z)
+    Ya = jnp.einsum("nij,njk->nik", spd_inverse(Au[..., :6]), jnp.concatenate([Gc, Au[..., 6:]], -1))
+    Nr = jnp.einsum("nji,njk->nik", Gc, Ya)  # (N, G_ii^T a)
+    N = Nr[..., :6] + pad[..., None] * jnp.eye(6, dtype=pad.dtype)
+    Z = jnp.einsum("nij,njk->nik", spd_inverse(N), jnp.concatenate([jnp.swapaxes(Gp, -1, -2), -(gamma + Nr[..., 6])[..., None]], -1))
+    return jnp.einsum("nij,njk->nik", Gp, Z), (Ya, Z)
 
 
-def _back(x_parent, Y, a, Z):
-    """Root-to-leaves step: lambda = -N^-1 (rho + G_pi^T x_p) = -(z + Z_G x_p), x = a + Y lambda."""
-    lam = -(Z[..., 6] + jnp.einsum("nij,nj->ni", Z[..., :6], x_parent))
-    return a + jnp.einsum("nij,nj->ni", Y, lam), lam
+def _back(x_parent, Ya, Z):
+    """Root-to-leaves step: lambda = -N^-1 (rho + G_pi^T x_p) = Z (-x_p, 1), x = a + Y lambda."""
+    lam = Z[..., 6] - jnp.einsum("nij,nj->ni", Z[..., :6], x_parent)
+    return Ya[..., 6] + jnp.einsum("nij,nj->ni", Ya[..., :6], lam), lam
 
 
 def _body_order(model: Model):
@@ -72,27 +72,26 @@ def solve_sparse_kkt(model: Model, ne: NewtonEuler):
     P = jnp.asarray(sw.parent, dtype)
     W = P.shape[-1] if P.size else len(sw.root.bodies)
 
+    Mu = jnp.concatenate([M, u[..., None]], -1)  # (A | u~) before the children's share
     # per-level data gathered once, outside the sweeps
-    levels = [take(X, sw.body) for X in (M, u, Gc, Gp, gamma, pad)]
+    levels = [take(X, sw.body) for X in (Mu, Gc, Gp, gamma, pad)]
 
     def backward_level(acc, xs):
-        (Ml, ul, Gcl, Gpl, gl, pl), parent = xs
-        up, saved = _eliminate(Ml + acc[0], ul + acc[1], Gcl, Gpl, gl, pl)
-        return (jnp.einsum("kj,k...->j...", parent, up[0]), jnp.einsum("kj,k...->j...", parent, up[1])), saved
+        (Mul, Gcl, Gpl, gl, pl), parent = xs
+        up, saved = _eliminate(Mul + acc, Gcl, Gpl, gl, pl)
+        return jnp.einsum("kj,k...->j...", parent, up), saved
 
-    zero = (jnp.zeros((W, 6, 6), dtype), jnp.zeros((W, 6), dtype))
-    acc, saved = jax.lax.scan(backward_level, zero, (levels, P), reverse=True)
+    acc, saved = jax.lax.scan(backward_level, jnp.zeros((W, 6, 7), dtype), (levels, P), reverse=True)
 
     # the roots: their parent is the base, already in gamma
     root = sw.root
     n0, rb = len(root.bodies), np.asarray(root.bodies, np.int32)
-    _, (Y, a, Z) = _eliminate(take(M, rb) + acc[0][:n0], take(u, rb) + acc[1][:n0], take(Gc, rb), take(Gp, rb),
-                              take(gamma, rb), take(pad, rb))
-    x0, lam0 = _back(jnp.zeros((n0, 6), dtype), Y, a, Z)
+    _, (Ya, Z) = _eliminate(take(Mu, rb) + acc[:n0], *(take(X, rb) for X in (Gc, Gp, gamma, pad)))
+    x0, lam0 = _back(jnp.zeros((n0, 6), dtype), Ya, Z)
 
     def forward(x_prev, xs):
-        parent, (Y, a, Z) = xs
-        x, lam = _back(parent @ x_prev, Y, a, Z)
+        parent, (Ya, Z) = xs
+        x, lam = _back(parent @ x_prev, Ya, Z)
         return x, (x, lam)
 
     x_init = jnp.zeros((W, 6), dtype).at[:n0].set(x0)
