@@ -25,6 +25,13 @@ def spd_inverse(A):
 
         A^-1 = [[P^-1 + X S^-1 X^T, -X S^-1], [-S^-1 X^T, S^-1]],   X = P^-1 B.
     """
+    # the symmetric part: rounding makes a computed "symmetric" matrix slightly asymmetric,
+    # and in a recursion (each inverse feeding the next matrix) that would build up
+    return _inverse(0.5 * (A + jnp.swapaxes(A, -1, -2)))
+
+
+def _inverse(A):
+    """:func:`spd_inverse` of a symmetric A."""
     n = A.shape[-1]
     if n == 1:
         return 1.0 / A
