@@ -100,6 +100,8 @@ def exponent(ns, ts, n_min=32):
     pts = [(n, t) for n, t in zip(ns, ts) if n >= n_min]
     if len(pts) < 2:
         pts = list(zip(ns, ts))
+    if len(pts) < 2:  # one size: no slope
+        return float("nan")
     x, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
     return float(np.polyfit(x, y, 1)[0])
 
