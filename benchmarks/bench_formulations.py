@@ -3,7 +3,8 @@
 (kkt, sparse_kkt, schur, barycentric) and the joint-space ones (aba, crba).
 
 Trees of n = 8 ... 256 bodies with pin (revolute) joints, shaped as a chain and as a balanced
-binary tree; single-call latency of ``jax.jit(forward_dynamics)`` (model as an argument), float64.
+binary tree; single-call latency of ``jax.jit(forward_dynamics)`` (model as an argument), float64, as the
+minimum over rounds that call every method once in turn (all methods see the same load).
 The scaling exponent p of each method is the least-squares slope of log t against log n over
 n >= 32 (small trees are dominated by the fixed cost of a call).
 
@@ -50,12 +51,14 @@ def parse_args(argv=None):
     p.add_argument("--quick", action="store_true", help="n = 8, 16, 32 and short timings")
     p.add_argument("--sizes", type=int, nargs="+", help="numbers of bodies (default 8 16 32 64 128 256)")
     p.add_argument("--methods", nargs="+", choices=METHODS, default=list(METHODS))
-    p.add_argument("--max-time", type=float, default=None, help="seconds of repeats per timing (default 1)")
+    p.add_argument("--max-time", type=float, default=None, help="seconds of repeats per method and size (default 1)")
+    p.add_argument("--rounds", type=int, default=None, help="at most this many interleaved rounds (default 300)")
     p.add_argument("--out-dir", default=str(HERE / "results"))
     p.add_argument("--no-save", action="store_true")
     a = p.parse_args(argv)
     a.sizes = a.sizes or ([8, 16, 32] if a.quick else [8, 16, 32, 64, 128, 256])
     a.max_time = a.max_time or (0.3 if a.quick else 1.0)
+    a.rounds = a.rounds or (50 if a.quick else 300)
     return a
 
 
@@ -73,22 +76,23 @@ def tree(shape: str, n: int) -> mbjax.Model:
     return b.build()
 
 
-def bench(fn, max_time):
-    """Median and min over repeats of one call (after a warm-up); repeats fill ``max_time``."""
-    fn()
-    t0 = time.perf_counter()
-    fn()
-    t1 = time.perf_counter() - t0
-    number = max(1, round(0.01 / max(t1, 1e-7)))
-    repeats = min(31, max(3, int(max_time / (number * max(t1, 1e-7)))))
-    per = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(number):
+def bench_interleaved(fns, max_time, max_rounds):
+    """Min and median per function over rounds that call every function once in turn.
+
+    Interleaving exposes all methods to the same load (this machine is shared), and the
+    minimum is the run least disturbed by it. Rounds continue until ``max_time`` seconds per
+    function have passed or ``max_rounds`` rounds (at least 3).
+    """
+    times = {k: [] for k in fns}
+    start = time.perf_counter()
+    for r in range(max_rounds):
+        for k, fn in fns.items():
+            t0 = time.perf_counter()
             fn()
-        per.append((time.perf_counter() - t0) / number)
-    per.sort()
-    return per[len(per) // 2], per[0]
+            times[k].append(time.perf_counter() - t0)
+        if r >= 2 and time.perf_counter() - start > max_time * len(fns):
+            break
+    return {k: (float(np.median(t)), min(t), len(t)) for k, t in times.items()}
 
 
 def exponent(ns, ts, n_min=32):
@@ -96,6 +100,8 @@ def exponent(ns, ts, n_min=32):
     pts = [(n, t) for n, t in zip(ns, ts) if n >= n_min]
     if len(pts) < 2:
         pts = list(zip(ns, ts))
+    if len(pts) < 2:  # one size: no slope
+        return float("nan")
     x, y = np.log([p[0] for p in pts]), np.log([p[1] for p in pts])
     return float(np.polyfit(x, y, 1)[0])
 
@@ -109,25 +115,28 @@ def main(argv=None):
     fd = jax.jit(mbjax.forward_dynamics, static_argnames="method")
     print(f"mbjax {mbjax.__version__}, jax {jax.__version__}, float64, XLA_FLAGS={os.environ['XLA_FLAGS']!r}, "
           f"one BLAS thread, {platform.processor() or platform.machine()} x{os.cpu_count()}", flush=True)
-    jobs = [(s, n, m) for s in SHAPES for n in args.sizes for m in args.methods]
+    jobs = [(s, n) for s in SHAPES for n in args.sizes]
     bar = tqdm(jobs, desc="timing") if tqdm else jobs
     rows = []
     models = {}
-    for shape, n, method in bar:
-        if (shape, n) not in models:
-            model = tree(shape, n)
-            rng = np.random.default_rng(0)
-            q = mbjax.random_configuration(model, jax.random.PRNGKey(n))
-            models[shape, n] = (model, q, jnp.asarray(rng.normal(size=n)), jnp.asarray(rng.normal(size=n)))
+    for shape, n in bar:
+        model = tree(shape, n)
+        rng = np.random.default_rng(0)
+        q = mbjax.random_configuration(model, jax.random.PRNGKey(n))
+        models[shape, n] = (model, q, jnp.asarray(rng.normal(size=n)), jnp.asarray(rng.normal(size=n)))
         model, q, qd, tau = models[shape, n]
-        t0 = time.perf_counter()
-        fd(model, q, qd, tau, method=method).block_until_ready()
-        compile_s = time.perf_counter() - t0
-        med, best = bench(lambda: fd(model, q, qd, tau, method=method).block_until_ready(), args.max_time)
-        rows.append(dict(shape=shape, n=n, method=method, median_s=med, min_s=best, first_call_s=compile_s))
-        if tqdm is None:  # progress without tqdm
-            print(f"[{len(rows)}/{len(jobs)}] {shape:6s} n={n:<4d} {method:12s} {best * 1e6:10.1f} us "
-                  f"(first call {compile_s:.1f} s)", flush=True)
+        fns, first = {}, {}
+        for method in args.methods:
+            t0 = time.perf_counter()
+            fd(model, q, qd, tau, method=method).block_until_ready()
+            first[method] = time.perf_counter() - t0
+            fns[method] = lambda method=method: fd(model, q, qd, tau, method=method).block_until_ready()
+        for method, (med, best, rounds) in bench_interleaved(fns, args.max_time, args.rounds).items():
+            rows.append(dict(shape=shape, n=n, method=method, median_s=med, min_s=best, rounds=rounds,
+                             first_call_s=first[method]))
+            if tqdm is None:  # progress without tqdm
+                print(f"{shape:6s} n={n:<4d} {method:12s} {best * 1e6:10.1f} us  (median {med * 1e6:.1f} us, "
+                      f"{rounds} rounds; first call {first[method]:.1f} s)", flush=True)
     # accuracy check on the way: every method agrees with aba
     for (shape, n), (model, q, qd, tau) in models.items():
         ref = fd(model, q, qd, tau, method="aba")
@@ -148,12 +157,14 @@ def main(argv=None):
             t = {r["method"]: r["min_s"] for r in rows if r["shape"] == shape and r["n"] == 64}
             ratio[shape] = t["sparse_kkt"] / t["aba"]
             print(f"{shape}: sparse_kkt / aba at n = 64: {ratio[shape]:.2f}")
-    print("times: min over repeats of one jitted call (us); exponent: slope of log t vs log n for n >= 32")
+    print("times: min over interleaved rounds of one jitted call (us); exponent: slope of log t vs log n for n >= 32")
+    print("first call (trace + compile + run, s): " + ", ".join(
+        f"{r['shape']}{r['n']}/{r['method']} {r['first_call_s']:.1f}" for r in rows if r["n"] == 64 or len(args.sizes) == 1))
     if not args.no_save:
         host = "".join(c if c.isalnum() or c in "-_" else "-" for c in (socket.gethostname() or "local"))
         out = Path(args.out_dir) / f"{host}_formulations{'_quick' if args.quick else ''}.json"
         out.parent.mkdir(parents=True, exist_ok=True)
-        meta = dict(jax=jax.__version__, mbjax=mbjax.__version__, python=sys.version.split()[0],
+        meta = dict(timing="min over interleaved rounds", jax=jax.__version__, mbjax=mbjax.__version__, python=sys.version.split()[0],
                     xla_flags=os.environ["XLA_FLAGS"], cpu_count=os.cpu_count(), loadavg=os.getloadavg(),
                     dtype="float64", joint="revolute", sizes=args.sizes, date=time.strftime("%Y-%m-%d %H:%M:%S"))
         out.write_text(json.dumps(dict(meta=meta, timings=rows, exponents=fits, sparse_kkt_over_aba_n64=ratio), indent=1))

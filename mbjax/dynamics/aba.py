@@ -48,6 +48,9 @@ def _articulated(IA, pA, c, U, Dinv, u):
     """What a body passes to its parent: I^a = I^A - U D^-1 U^T, p^a = p^A + I^a c + U D^-1 u."""
     W = jnp.einsum("...ab,...bi->...ai", Dinv, U)
     Ia = IA - jnp.einsum("...ai,...aj->...ij", U, W)
+    # kept exactly symmetric: U = I^A S assumes it, and rounding asymmetry fed back into the
+    # parent's I^A grows level by level (10^-1 relative error on a 48-body ball-joint chain)
+    Ia = 0.5 * (Ia + jnp.swapaxes(Ia, -1, -2))
     pa = pA + spatial.matvec(Ia, c) + jnp.einsum("...ai,...a->...i", W, u)
     return Ia, pa
 

@@ -11,7 +11,14 @@ from ..dynamics.bodies import external_forces_or_zero
 from ..model.model import Model
 from .barycentric import solve_barycentric
 from .kkt import solve_kkt
-from .maximal import MaximalState, PrescribedBase, base_or_fixed, joint_tables, maximal_state_from, state_derivative
+from .maximal import (
+    MaximalState,
+    PrescribedBase,
+    base_or_fixed,
+    joint_tables,
+    maximal_state_with_rotation_from,
+    state_derivative,
+)
 from .newton_euler import MaximalSolution, newton_euler, solution
 from .schur import solve_schur
 from .sparse_kkt import solve_sparse_kkt
@@ -29,13 +36,14 @@ def _check_model(model: Model, tau):
     )
 
 
-def solve(model: Model, state: MaximalState, tau, f_ext=None, base=None, method="sparse_kkt", alpha=0.0, beta=0.0):
-    """:func:`maximal_dynamics` without input checks."""
+def solve(model: Model, state: MaximalState, tau, f_ext=None, base=None, method="sparse_kkt", alpha=0.0, beta=0.0,
+          rotation=None):
+    """:func:`maximal_dynamics` without input checks (``rotation``: see ``newton_euler``)."""
     if method not in METHODS:
         raise ValueError(f"unknown method {method!r}; use one of {METHODS}")
     tau = _check_model(model, tau)
     base = base_or_fixed(base, state.r.dtype)
-    ne = newton_euler(model, state, tau, f_ext, base, alpha, beta)
+    ne = newton_euler(model, state, tau, f_ext, base, alpha, beta, rotation)
     if method == "kkt":
         x, lam = solve_kkt(ne)
     elif method == "sparse_kkt":
@@ -111,6 +119,6 @@ def constraint_violation(model: Model, state: MaximalState, base: PrescribedBase
 
 def forward_dynamics_maximal(model: Model, q, qd, tau, f_ext, method):
     """Joint accelerations by a maximal-coordinate method, from a joint-space state."""
-    state = maximal_state_from(model, q, qd)
+    state, R = maximal_state_with_rotation_from(model, q, qd)
     f_ext = None if f_ext is None else external_forces_or_zero(model, f_ext, tau.dtype)
-    return solve(model, state, tau, f_ext, None, method).qdd
+    return solve(model, state, tau, f_ext, None, method, rotation=R).qdd

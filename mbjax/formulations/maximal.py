@@ -98,16 +98,23 @@ def base_or_fixed(base, dtype):
 
 
 # ------------------------------------------------------------------- joint-space -> maximal
-def maximal_state_from(model: Model, q, qd, base=None) -> MaximalState:
-    """:func:`maximal_state` without input checks."""
-    base = base_or_fixed(base, qd.dtype)
+def maximal_state_with_rotation_from(model: Model, q, qd, base=None):
+    """:func:`maximal_state` without input checks, and the body orientations R (nb, 3, 3) its
+    quaternions are made from (the solvers take R as it is, without the round trip)."""
     tk = tree_kinematics(model, q)
     v = body_velocities_from(model, tk, qd)  # spatial, model world frame, at its origin
-    R, p = spatial.compose(base.rotation, base.position, tk.R, tk.p)
-    v = spatial.transform_motion(base.rotation, base.position, v) + base.spatial_velocity()
+    R, p = tk.R, tk.p
+    if base is not None:
+        R, p = spatial.compose(base.rotation, base.position, R, p)
+        v = spatial.transform_motion(base.rotation, base.position, v) + base.spatial_velocity()
     r = spatial.matvec(R, model.com) + p
     omega = v[:, 3:]
-    return MaximalState(r, spatial.rotation_to_quat(R), v[:, :3] + jnp.cross(omega, r), omega)
+    return MaximalState(r, spatial.rotation_to_quat(R), v[:, :3] + jnp.cross(omega, r), omega), R
+
+
+def maximal_state_from(model: Model, q, qd, base=None) -> MaximalState:
+    """:func:`maximal_state` without input checks."""
+    return maximal_state_with_rotation_from(model, q, qd, base)[0]
 
 
 @eqx.filter_jit
@@ -124,9 +131,10 @@ def maximal_state(model: Model, q, qd, base: PrescribedBase | None = None) -> Ma
 
 
 # ------------------------------------------------------------------- maximal -> joint-space
-def body_poses(model: Model, state: MaximalState):
-    """Body-frame orientations (nb, 3, 3) and origins (nb, 3) of a maximal state."""
-    R = state.rotation
+def body_poses(model: Model, state: MaximalState, rotation=None):
+    """Body-frame orientations (nb, 3, 3) and origins (nb, 3) of a maximal state (``rotation``:
+    the orientations if known, instead of the state's quaternions)."""
+    R = state.rotation if rotation is None else rotation
     return R, state.r - spatial.matvec(R, model.com)
 
 

@@ -40,6 +40,7 @@ import numpy as np
 
 from .. import spatial
 from ..constraints.stabilization import baumgarte
+from ..linalg import spd_inverse
 from ..model.model import Model
 from ..model.tree import take
 from .maximal import (
@@ -69,7 +70,7 @@ class NewtonEuler(NamedTuple):
     lever_parent: jax.Array  # (nb, 3) l_pj: from the parent's CoM (base origin) to hinge j
     hinge: jax.Array  # (nb, 3) hinge points (child frame origins)
     S: jax.Array  # (nb, w, 6) motion subspace rows at the hinge, world axes, zero padded
-    gram: jax.Array  # (nb, w, w) S S^T, with 1 on the diagonal of padding rows
+    gram_inv: jax.Array  # (nb, w, w) (S S^T)^-1, with 1 on the diagonal of padding rows
     Q: jax.Array  # (nb, 6, 6) constraint wrench columns (3 force, 3 torque), zero padded
     G_child: jax.Array  # (nb, 6, 6) -Phi(l_jj)^T Q_j
     G_parent: jax.Array  # (nb, 6, 6) +Phi(l_pj)^T Q_j
@@ -139,15 +140,31 @@ def _complement(a1, a2, k, R, a1_world, a2_world):
     child (then Remark 4's velocity-level stabilisation is exact, see ``newton_euler``); two
     directions (a universal joint: one turns with the parent) are crossed in world axes.
     """
-    eye = jnp.eye(3, dtype=a1.dtype)
-    # k = 1: the coordinate axis least aligned with a1, made orthogonal to it, and a1 x that
-    e = jax.nn.one_hot(jnp.argmin(jnp.abs(a1), -1), 3, dtype=a1.dtype)
-    b1 = _unit(e - jnp.sum(e * a1, -1, keepdims=True) * a1)
-    z = jnp.zeros_like(b1)
-    one = spatial.matmul(R, jnp.stack([b1, jnp.cross(a1, b1), z], -1))
-    two = jnp.stack([_unit(jnp.cross(a1_world, a2_world)), z, z], -1)
+    ks = set(np.asarray(k).tolist())  # static: build only the cases the model has
+    cases = {}
+    if 0 in ks:
+        cases[0] = R
+    if 1 in ks:
+        # the coordinate axis least aligned with a1, made orthogonal to it, and a1 x that
+        e = jax.nn.one_hot(jnp.argmin(jnp.abs(a1), -1), 3, dtype=a1.dtype)
+        b1 = _unit(e - jnp.sum(e * a1, -1, keepdims=True) * a1)
+        cases[1] = spatial.matmul(R, jnp.stack([b1, jnp.cross(a1, b1), jnp.zeros_like(b1)], -1))
+    if 2 in ks:
+        cases[2] = jnp.pad(_unit(jnp.cross(a1_world, a2_world))[..., None], ((0, 0), (0, 0), (0, 2)))
+    if len(cases) == 1 and ks == set(cases):
+        return cases.popitem()[1]
     k = np.asarray(k)[:, None, None]
-    return jnp.where(k == 0, R, jnp.where(k == 1, one, jnp.where(k == 2, two, 0.0)))
+    out = jnp.zeros_like(R)
+    for kk, basis in cases.items():
+        out = jnp.where(k == kk, basis, out)
+    return out
+
+
+def _rows(X, idx):
+    """Rows idx (nb, k) (static) of X (nb, w, 3): a slice where all joints pick the same rows."""
+    if (idx == idx[:1]).all():
+        return X[:, idx[0]]
+    return jnp.take_along_axis(X, idx[:, :, None], 1)
 
 
 def _active_rows(n_lin, n_ang):
@@ -156,8 +173,12 @@ def _active_rows(n_lin, n_ang):
 
 
 # ------------------------------------------------------------------------------ the terms
-def newton_euler(model: Model, state: MaximalState, tau, f_ext=None, base=None, alpha=0.0, beta=0.0) -> NewtonEuler:
+def newton_euler(model: Model, state: MaximalState, tau, f_ext=None, base=None, alpha=0.0, beta=0.0,
+                 rotation=None) -> NewtonEuler:
     """Assemble :class:`NewtonEuler` at a maximal state (no input checks).
+
+    ``rotation``: the body orientations (nb, 3, 3) when the caller has them (then the state's
+    quaternions are not read).
 
     ``alpha``, ``beta``: Baumgarte gains of Remark 4 (zero: none): the translational rows
     become xi_ddot + alpha xi_dot + beta xi = 0 with xi the separation of the hinge points
@@ -172,7 +193,7 @@ def newton_euler(model: Model, state: MaximalState, tau, f_ext=None, base=None, 
     with_base = lambda x, b: jnp.concatenate([x, b[None]])  # noqa: E731 (row nb: the base)
 
     # bodies: M_i = diag(m E, I_i), u_i = (F_i, G_i - omega x I omega)   (Eqs. 2-3)
-    R, o = body_poses(model, state)
+    R, o = body_poses(model, state, rotation)
     inertia = 0.5 * (model.inertia + spatial.transpose(model.inertia))
     I = spatial.matmul(spatial.matmul(R, inertia), spatial.transpose(R))
     eye3 = jnp.eye(3, dtype=dtype)
@@ -196,10 +217,12 @@ def newton_euler(model: Model, state: MaximalState, tau, f_ext=None, base=None, 
 
     # motion subspace at the hinge (world axes), constraint wrenches as its complement
     S0 = neutral_subspaces(model, w, dtype)
-    Rrow = jnp.where(on_parent[..., None, None], Rj[:, None], R[:, None])  # (nb, w, 3, 3)
-    S = jnp.concatenate([jnp.einsum("nwij,nwj->nwi", Rrow, S0[..., :3]),
-                         jnp.einsum("nwij,nwj->nwi", Rrow, S0[..., 3:])], -1)
-    rows = lambda X, idx, part: jnp.take_along_axis(X[..., part], idx[:, :, None], 1)  # noqa: E731
+    if on_parent.any():
+        Rrow = jnp.where(on_parent[..., None, None], Rj[:, None], R[:, None])  # (nb, w, 3, 3)
+        S = jnp.einsum("nwij,nwkj->nwki", Rrow, S0.reshape(nb, w, 2, 3)).reshape(nb, w, 6)
+    else:
+        S = jnp.einsum("nij,nwkj->nwki", R, S0.reshape(nb, w, 2, 3)).reshape(nb, w, 6)
+    rows = lambda X, idx, part: _rows(X[..., part], idx)  # noqa: E731
     Sl, Sa = rows(S, lin, slice(0, 3)), rows(S, ang, slice(3, 6))
     S0l, S0a = rows(S0, lin, slice(0, 3)), rows(S0, ang, slice(3, 6))
     Ql = _complement(S0l[:, 0], S0l[:, 1], n_lin, R, Sl[:, 0], Sl[:, 1])  # Remark 5
@@ -220,8 +243,8 @@ def newton_euler(model: Model, state: MaximalState, tau, f_ext=None, base=None, 
     v_par = v_body(lever_parent, take(rd_ext, parent), take(w_ext, parent))
     vJ = v_child - v_par
     # joint rates qd = (S S^T)^-1 S vJ (exact on the constraint manifold)
-    gram = jnp.einsum("nai,nbi->nab", S, S) + jnp.asarray(np.eye(w)[None] * pad[:, None, :], dtype)
-    qd = jnp.linalg.solve(gram, jnp.einsum("nai,ni->na", S, vJ)[..., None])[..., 0]
+    gram_inv = spd_inverse(jnp.einsum("nai,nbi->nab", S, S) + jnp.asarray(np.eye(w)[None] * pad[:, None, :], dtype))
+    qd = jnp.einsum("nab,nbi,ni->na", gram_inv, S, vJ)
     # c = v_child x vJ + (rows turning with the parent: d/dt in the child frame = -vJ x s)
     turning = jnp.where(on_parent, qd, 0.0)
     c = spatial.cross_motion(v_child, vJ) - spatial.cross_motion(vJ, jnp.einsum("nw,nwi->ni", turning, S))
@@ -246,13 +269,13 @@ def newton_euler(model: Model, state: MaximalState, tau, f_ext=None, base=None, 
 
     # actuators: w_j = S^T (S S^T)^-1 tau_j on the child, -w_j on the parent
     tau_rows = gather_dofs(tau, dofs)
-    wa = jnp.einsum("nai,na->ni", S, jnp.linalg.solve(gram, tau_rows[..., None])[..., 0])
+    wa = jnp.einsum("nai,nab,nb->ni", S, gram_inv, tau_rows)
     on_parents = jax.ops.segment_sum(phi_transpose(lever_parent, wa), parent, nb + 1)[:nb]
     u_total = u + phi_transpose(lever_child, wa) - on_parents
 
     return NewtonEuler(
         M=M, u=u, u_total=u_total, lever_child=lever_child, lever_parent=lever_parent, hinge=o, S=S,
-        gram=gram, Q=Q, G_child=-_blocks(lever_child, Q), G_parent=_blocks(lever_parent, Q), gamma=gamma,
+        gram_inv=gram_inv, Q=Q, G_child=-_blocks(lever_child, Q), G_parent=_blocks(lever_parent, Q), gamma=gamma,
         actuation=wa, c=c, stabilization=jnp.einsum("nik,nk->ni", Q, gamma - gamma0), x_base=x_base, v_hinge=vJ, xi=xi, active=_active_rows(n_lin, n_ang), parent=parent,
         dofs=dofs, nv=topo.nv,
     )
@@ -272,5 +295,5 @@ def solution(ne: NewtonEuler, state: MaximalState, base, x, lam) -> MaximalSolut
     a_child = phi(ne.lever_child, x) - rd(state.r_dot, state.omega)
     a_parent = phi(ne.lever_parent, take(x_ext, ne.parent)) - rd(take(r_dot_ext, ne.parent), take(omega_ext, ne.parent))
     rel = a_child - a_parent - ne.c
-    qdd = jnp.linalg.solve(ne.gram, jnp.einsum("nai,ni->na", ne.S, rel)[..., None])[..., 0]
+    qdd = jnp.einsum("nab,nbi,ni->na", ne.gram_inv, ne.S, rel)
     return MaximalSolution(x[:, :3], x[:, 3:], W[:, :3], W[:, 3:], Wc[:, 3:], lam, scatter_dofs(qdd, ne.dofs, ne.nv))

@@ -14,8 +14,11 @@ and eliminating lambda_i updates the parent:
 At the roots the parent is the base, whose motion is already in gamma (Remark 3). Back down:
 lambda_i from x_p, then x_i. This is the articulated-body recursion written in Mufti's
 maximal coordinates: A_i is body i's articulated inertia (at its CoM), and the sparsity pattern
-(which block meets which) is static, so each level is a handful of batched 6 x 6 operations
-(two batched solves with several right-hand sides each, see ``_eliminate``).
+(which block meets which) is static, so each level, the roots' included, is one step of a
+``lax.scan`` of a handful of batched 6 x 6 operations: two SPD inverses written out by 3 x 3
+blocks (``mbjax.linalg.spd_inverse``; LAPACK calls would cost dozens of XLA operations each)
+and four products (see ``_eliminate``). Keeping A_i and N_i exactly symmetric matters: in a
+deep chain, rounding asymmetry fed from level to level grows until it dominates.
 """
 
 from __future__ import annotations
@@ -24,80 +27,75 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..linalg import spd_inverse
 from ..model.model import Model
 from ..model.tree import take
 from .newton_euler import NewtonEuler
 
 
-def _eliminate(A, u, Gc, Gp, gamma, pad):
-    """Leaves-to-root step for a batch of bodies (two batched solves).
+def _eliminate(Au, Gc, Gp, gamma, pad):
+    """Leaves-to-root step for a batch of bodies, with ``Au = [A | u~]`` (n, 6, 7).
 
     (Y, a) = A^-1 (G_ii, u~);  N = G_ii^T Y;  rho = gamma + G_ii^T a;
-    (Z_G, z) = N^-1 (G_pi^T, rho); the parent receives (G_pi Z_G, -G_pi z).
+    Z = N^-1 (G_pi^T, -rho); the parent receives G_pi Z = (G_pi N^-1 G_pi^T, -G_pi N^-1 rho).
     """
-    Ya = jnp.linalg.solve(A, jnp.concatenate([Gc, u[..., None]], -1))
-    Y, a = Ya[..., :6], Ya[..., 6]
-    N = jnp.einsum("nji,njk->nik", Gc, Y) + jax.vmap(jnp.diag)(pad)
-    rho = gamma + jnp.einsum("nji,nj->ni", Gc, a)
-    Z = jnp.linalg.solve(N, jnp.concatenate([jnp.swapaxes(Gp, -1, -2), rho[..., None]], -1))
-    up = jnp.einsum("nij,njk->nik", Gp, Z)
-    return (up[..., :6], -up[..., 6]), (Y, a, Z)
+    Ya = jnp.einsum("nij,njk->nik", spd_inverse(Au[..., :6]), jnp.concatenate([Gc, Au[..., 6:]], -1))
+    Nr = jnp.einsum("nji,njk->nik", Gc, Ya)  # (N, G_ii^T a)
+    N = Nr[..., :6] + pad[..., None] * jnp.eye(6, dtype=pad.dtype)
+    Z = jnp.einsum("nij,njk->nik", spd_inverse(N), jnp.concatenate([jnp.swapaxes(Gp, -1, -2), -(gamma + Nr[..., 6])[..., None]], -1))
+    return jnp.einsum("nij,njk->nik", Gp, Z), (Ya, Z)
 
 
-def _back(x_parent, Y, a, Z):
-    """Root-to-leaves step: lambda = -N^-1 (rho + G_pi^T x_p) = -(z + Z_G x_p), x = a + Y lambda."""
-    lam = -(Z[..., 6] + jnp.einsum("nij,nj->ni", Z[..., :6], x_parent))
-    return a + jnp.einsum("nij,nj->ni", Y, lam), lam
+def _back(x_parent, Ya, Z):
+    """Root-to-leaves step: lambda = -N^-1 (rho + G_pi^T x_p) = Z (-x_p, 1), x = a + Y lambda."""
+    lam = Z[..., 6] - jnp.einsum("nij,nj->ni", Z[..., :6], x_parent)
+    return Ya[..., 6] + jnp.einsum("nij,nj->ni", Ya[..., :6], lam), lam
 
 
-def _body_order(model: Model):
-    """Position of every body in [root level, sweep levels flattened] (static)."""
+def _levels(model: Model):
+    """Static tables of all depth levels, the roots' included, padded to W bodies: the body
+    in each slot (nb for padding), the one-hot parent matrices (zero for the roots, whose
+    parent is the base) and the position of every body in the flattened table."""
     sw = model.topology.sweep
-    flat = np.concatenate([np.asarray(sw.root.bodies), sw.body.reshape(-1)])
+    W = sw.body.shape[1]  # the widest level, the roots' included
+    roots = np.full((1, W), model.nbodies, np.int32)
+    roots[0, : len(sw.root.bodies)] = sw.root.bodies
+    body = np.concatenate([roots, sw.body.reshape(-1, W)])
+    parent = np.concatenate([np.zeros((1, W, W)), sw.parent.reshape(-1, W, W)])
     order = np.empty(model.nbodies, dtype=np.int32)
-    for k, b in enumerate(flat):
+    for k, b in enumerate(body.reshape(-1)):
         if b < model.nbodies:
             order[b] = k
-    return order
+    return body, parent, order
 
 
 def solve_sparse_kkt(model: Model, ne: NewtonEuler):
     """Accelerations x (nb, 6) and multipliers lambda (nb, 6) by tree-ordered elimination."""
-    sw = model.topology.sweep
     dtype = ne.M.dtype
+    body, parent, order = _levels(model)
+    P = jnp.asarray(parent, dtype)
     pad_row = lambda x, fill=0.0: jnp.concatenate([x, jnp.full((1,) + x.shape[1:], fill, x.dtype)])  # noqa: E731
-    M = jnp.concatenate([ne.M, jnp.eye(6, dtype=dtype)[None]])  # padding slots: identity
-    u, Gc, Gp, gamma = pad_row(ne.u_total), pad_row(ne.G_child), pad_row(ne.G_parent), pad_row(ne.gamma)
+    # padding slots: an identity block and only padded constraint rows
+    Mu = jnp.concatenate([ne.M, ne.u_total[..., None]], -1)  # (A | u~) before the children's share
+    Mu = jnp.concatenate([Mu, jnp.eye(6, 7, dtype=dtype)[None]])
     pad = jnp.asarray(np.concatenate([~ne.active, np.ones((1, 6), bool)]), dtype)
-    P = jnp.asarray(sw.parent, dtype)
-    W = P.shape[-1] if P.size else len(sw.root.bodies)
-
     # per-level data gathered once, outside the sweeps
-    levels = [take(X, sw.body) for X in (M, u, Gc, Gp, gamma, pad)]
+    levels = [take(X, body) for X in (Mu, pad_row(ne.G_child), pad_row(ne.G_parent), pad_row(ne.gamma), pad)]
 
-    def backward_level(acc, xs):
-        (Ml, ul, Gcl, Gpl, gl, pl), parent = xs
-        up, saved = _eliminate(Ml + acc[0], ul + acc[1], Gcl, Gpl, gl, pl)
-        return (jnp.einsum("kj,k...->j...", parent, up[0]), jnp.einsum("kj,k...->j...", parent, up[1])), saved
+    def backward(acc, xs):
+        (Mul, Gcl, Gpl, gl, pl), parent = xs
+        up, saved = _eliminate(Mul + acc, Gcl, Gpl, gl, pl)
+        return jnp.einsum("kj,k...->j...", parent, up), saved
 
-    zero = (jnp.zeros((W, 6, 6), dtype), jnp.zeros((W, 6), dtype))
-    acc, saved = jax.lax.scan(backward_level, zero, (levels, P), reverse=True)
-
-    # the roots: their parent is the base, already in gamma
-    root = sw.root
-    n0, rb = len(root.bodies), np.asarray(root.bodies, np.int32)
-    _, (Y, a, Z) = _eliminate(take(M, rb) + acc[0][:n0], take(u, rb) + acc[1][:n0], take(Gc, rb), take(Gp, rb),
-                              take(gamma, rb), take(pad, rb))
-    x0, lam0 = _back(jnp.zeros((n0, 6), dtype), Y, a, Z)
+    W = body.shape[1]
+    _, saved = jax.lax.scan(backward, jnp.zeros((W, 6, 7), dtype), (levels, P), reverse=True)
 
     def forward(x_prev, xs):
-        parent, (Y, a, Z) = xs
-        x, lam = _back(parent @ x_prev, Y, a, Z)
-        return x, (x, lam)
+        parent, (Ya, Z) = xs
+        x, lam = _back(parent @ x_prev, Ya, Z)
+        return x, jnp.concatenate([x, lam], -1)
 
-    x_init = jnp.zeros((W, 6), dtype).at[:n0].set(x0)
-    _, (xs, lams) = jax.lax.scan(forward, x_init, (P, saved))
-    order = _body_order(model)
-    x = take(jnp.concatenate([x0, xs.reshape(-1, 6)]), order)
-    lam = take(jnp.concatenate([lam0, lams.reshape(-1, 6)]), order)
-    return x, lam
+    # the roots' parent is the base, whose motion is already in gamma (zero parent matrix)
+    _, xl = jax.lax.scan(forward, jnp.zeros((W, 6), dtype), (P, saved))
+    xl = take(xl.reshape(-1, 12), order)
+    return xl[:, :6], xl[:, 6:]
