@@ -3,7 +3,8 @@ bundled models.
 
 The scripts run as subprocesses, one per core at a time, all queued when the first of them is
 needed. Their time is almost all XLA compilation, so they run with XLA's backend optimisation
-level 0 (about 40 % less compile time on CPU; these are smoke tests, not benchmarks).
+level 0 (about 40 % less compile time on CPU; these are smoke tests, not benchmarks), and with
+MBJAX_QUICK=1, which notebooks read to run smaller batches.
 """
 
 from __future__ import annotations
@@ -109,7 +110,7 @@ class _Launched:
 
     def __init__(self, workdir: Path):
         self.workdir = workdir
-        self.env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
+        self.env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1", MBJAX_QUICK="1")
         self.env["XLA_FLAGS"] = (self.env.get("XLA_FLAGS", "") + " --xla_backend_optimization_level=0").strip()
         self.pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
         self.procs = []
