@@ -98,6 +98,8 @@ SCRIPTS = {
                        "needs pinocchio and example-robot-data"),
     "notebook_identification": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "identification.ipynb")], True, ""),
     "swing_up": ([str(ROOT / "examples" / "swing_up.py"), "--quick"], True, ""),
+    "free_floating_reorientation": ([str(ROOT / "examples" / "free_floating_reorientation.py"), "--quick"], True,
+                                    ""),
     "notebook_trajectory_optimisation": (
         ["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "trajectory_optimisation.ipynb")], HAS_MPL,
         "needs matplotlib"),
