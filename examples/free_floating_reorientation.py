@@ -66,8 +66,9 @@ print(f"{model}\nbus pitch {np.degrees(ANGLE):.0f} deg in {DURATION} s: {KNOTS} 
 
 start = time.perf_counter()
 # short inexact inner solves (20 Levenberg-Marquardt steps) between multiplier updates; stop
-# once feasible to 1e-8 with the effort settled to 1e-4 (relative)
-outer = trajopt.AugmentedLagrangian(iterations=20, cost_tolerance=1e-4)
+# once feasible to 1e-8 with the effort settled to 0.1 % per update (it creeps down by ~0.07 %
+# per update after that on the 25 degree turn)
+outer = trajopt.AugmentedLagrangian(iterations=20, cost_tolerance=1e-3)
 solution = trajopt.solve(problem, jnp.zeros(problem.controls.shape), constraints=outer, inner_steps=20)
 jax.block_until_ready(solution.u)
 wall = time.perf_counter() - start
