@@ -1,9 +1,9 @@
 """Swing-up of a torque-limited double pendulum by direct multiple shooting (mbjax.trajopt).
 
-Two 1 kg links of 1 m and 2 m (Spong's acrobot geometry), both joints driven with at most
-10 N m — less than half the 24.5 N m that holds the arm out horizontally, so it has to pump
-energy — go from hanging at rest to upright at rest in 3 s, with the least control effort
-``integral |tau|^2 dt``. Torques are linear between 11 knots; the horizon is cut into 5
+The bundled ``acrobot`` model (Spong's geometry: two 1 kg links of 1 m and 2 m), here with
+both joints driven with at most 10 N m — less than half the 24.5 N m that holds the arm out
+horizontally, so it has to pump energy — goes from hanging at rest to upright at rest in 3 s,
+with the least control effort ``integral |tau|^2 dt``. Torques are linear between 11 knots; the horizon is cut into 5
 shooting segments whose node states start on the straight line from down to up.
 
 The motion is chaotic, so the optimiser's integration error matters: a solution found with
@@ -39,16 +39,6 @@ QUICK = "--quick" in sys.argv
 TOLERANCE = 1e-3  # rad and rad/s at the horizon, in the re-simulation
 
 
-def double_pendulum():
-    """Spong's acrobot geometry: uniform-ish links about the y axis, hanging along -z at q = 0."""
-    b = mbjax.ModelBuilder("double_pendulum")
-    b.add_body("link1", joint="revolute", joint_name="shoulder", axis=(0, 1, 0), mass=1.0, com=(0, 0, -0.5),
-               inertia=np.diag([0.083, 0.083, 1e-3]))
-    b.add_body("link2", parent="link1", joint="revolute", joint_name="elbow", axis=(0, 1, 0),
-               translation=(0, 0, -1.0), mass=1.0, com=(0, 0, -1.0), inertia=np.diag([0.33, 0.33, 1e-3]))
-    return b.build()
-
-
 def pendulum():
     """One 1 kg link of 1 m; 3 N m holds it out at 38 degrees at most, so it too has to pump."""
     b = mbjax.ModelBuilder("pendulum")
@@ -58,7 +48,8 @@ def pendulum():
 
 
 model, limit, duration, knots, segments, restarts, fine_steps = (
-    (pendulum(), 3.0, 3.0, 11, 5, 1, 8) if QUICK else (double_pendulum(), 10.0, 3.0, 11, 5, 4, 16))
+    (pendulum(), 3.0, 3.0, 11, 5, 1, 8) if QUICK
+    else (mbjax.load_bundled("acrobot"), 10.0, 3.0, 11, 5, 4, 16))
 upright = jnp.zeros(model.nq).at[0].set(jnp.pi)
 rest = jnp.zeros(model.nv)
 

@@ -65,6 +65,7 @@ def load_example_robot(name: str, **kwargs):
 # ------------------------------------------------------------------ models shipped with mbjax
 #: name -> floating base by default, for the URDFs in ``mbjax/models/``
 BUNDLED_MODELS = {
+    "acrobot": False,
     "double_pendulum": False,
     "quadruped": True,
     "space_robot": True,

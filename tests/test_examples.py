@@ -288,8 +288,8 @@ def test_readme_set_up_commands():
 
 
 # ---------------------------------------------------------------------------- bundled models
-@pytest.mark.parametrize("name, nq, nv, mass", [("double_pendulum", 2, 2, 1.8), ("quadruped", 15, 14, 11.8),
-                                                  ("space_robot", 14, 13, 172.5)])
+@pytest.mark.parametrize("name, nq, nv, mass", [("acrobot", 2, 2, 2.0), ("double_pendulum", 2, 2, 1.8),
+                                                  ("quadruped", 15, 14, 11.8), ("space_robot", 14, 13, 172.5)])
 def test_bundled_models(name, nq, nv, mass):
     model = mbjax.load_bundled(name)
     assert (model.nq, model.nv) == (nq, nv)
@@ -300,7 +300,7 @@ def test_bundled_models(name, nq, nv, mass):
 
 
 @pytest.mark.skipif(not HAS_PIN, reason="needs pinocchio")
-@pytest.mark.parametrize("name", ["double_pendulum", "quadruped", "space_robot"])
+@pytest.mark.parametrize("name", ["acrobot", "double_pendulum", "quadruped", "space_robot"])
 def test_bundled_models_match_pinocchio(name):
     import jax
     import pinocchio as pin

@@ -3,8 +3,8 @@ differences, multiple-shooting defects at the solution, a short rest-to-rest swi
 pendulum checked by an independent tight re-simulation, and vmapped restarts against restarts
 run one at a time.
 
-One small problem serves every test (a double pendulum, both joints actuated, 1 s, 5 knots, 16
-fixed Dopri8 steps), so that the few compiled programs are shared.
+One small problem serves every test (the bundled acrobot with both joints actuated, 1 s, 5 knots,
+16 fixed Dopri8 steps), so that the few compiled programs are shared.
 """
 
 from __future__ import annotations
@@ -24,21 +24,12 @@ Q_GOAL = jnp.array([0.8, -0.5])
 LIMIT = 12.0
 
 
-def double_pendulum():
-    """Spong's acrobot geometry (1 kg links of 1 m and 2 m), slow enough for coarse steps."""
-    b = mbjax.ModelBuilder("double_pendulum")
-    b.add_body("link1", joint="revolute", joint_name="shoulder", axis=(0, 1, 0), mass=1.0, com=(0, 0, -0.5),
-               inertia=np.diag([0.083, 0.083, 1e-3]))
-    b.add_body("link2", parent="link1", joint="revolute", joint_name="elbow", axis=(0, 1, 0),
-               translation=(0, 0, -1.0), mass=1.0, com=(0, 0, -1.0), inertia=np.diag([0.33, 0.33, 1e-3]))
-    return b.build()
-
-
 def make_problem(costs=None, constraints=None):
     costs = [trajopt.Effort(weight=1e-2)] if costs is None else costs
     constraints = ([trajopt.TerminalState(Q_GOAL, jnp.zeros(2)), trajopt.TorqueLimits(-LIMIT, LIMIT)]
                    if constraints is None else constraints)
-    return trajopt.TrajectoryProblem(double_pendulum(), jnp.zeros(2), jnp.zeros(2), T, KNOTS, substeps=SUBSTEPS,
+    model = mbjax.load_bundled("acrobot")  # Spong's geometry: 1 kg links of 1 m and 2 m
+    return trajopt.TrajectoryProblem(model, jnp.zeros(2), jnp.zeros(2), T, KNOTS, substeps=SUBSTEPS,
                                      solver=diffrax.Dopri8(), costs=costs, constraints=constraints)
 
 
