@@ -313,6 +313,8 @@ def plot_run(model, run, path: str):
     import matplotlib.pyplot as plt
     import numpy as np
 
+    from .plotting import finish
+
     t, T, V = run["t"], run["kinetic"], run["potential"]
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
     for i, (name, jtype) in enumerate(zip(model.joint_names, model.joint_types)):
@@ -336,9 +338,7 @@ def plot_run(model, run, path: str):
     ax2.set_ylabel("energy [J]")
     ax2.legend(fontsize="small")
     ax2.grid(alpha=0.3)
-    fig.tight_layout()
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
+    finish(fig, path)
 
 
 # ------------------------------------------------------------------------------ commands

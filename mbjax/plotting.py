@@ -21,6 +21,17 @@ def pyplot():
     return plt
 
 
+def finish(fig, path: str | None = None, dpi: int = 120):
+    """Lay out a figure, then save it to ``path`` and close it (returns ``None``), or return it
+    when ``path`` is ``None``."""
+    fig.tight_layout()
+    if path is None:
+        return fig
+    fig.savefig(path, dpi=dpi)
+    pyplot().close(fig)
+    return None
+
+
 def _valid(traj):
     ts = np.asarray(traj.ts)
     if ts.ndim != 1:
@@ -93,9 +104,4 @@ def plot_trajectory(traj, model=None, path: str | None = None):
         ax.set_xlabel("")
     if model is not None:
         axes[0, 0].set_title(model.name)
-    fig.tight_layout()
-    if path is None:
-        return fig
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return None
+    return finish(fig, path)

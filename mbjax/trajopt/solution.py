@@ -62,7 +62,7 @@ class Solution(eqx.Module):
     def plot(self, problem, path: str | None = None, title: str = ""):
         """Joint positions, velocities and knot torques against time (matplotlib). Saves the
         figure to ``path`` (then closes it) or returns it."""
-        from ..plotting import _labels, plot_coordinates, pyplot
+        from ..plotting import _labels, finish, plot_coordinates, pyplot
 
         if np.ndim(self.cost):
             raise ValueError("plot one solution at a time: take the best restart, or index the batch")
@@ -81,9 +81,4 @@ class Solution(eqx.Module):
         ax[2].legend(fontsize="small", ncol=2)
         fig.suptitle(title or f"cost {float(self.cost):.4g}, violation {float(self.violation):.1e}, "
                               f"{int(self.iterations)} iterations")
-        fig.tight_layout()
-        if path is None:
-            return fig
-        fig.savefig(path, dpi=100)
-        plt.close(fig)
-        return None
+        return finish(fig, path, dpi=100)
