@@ -1,7 +1,7 @@
 """Trajectory optimisation (mbjax.trajopt): gradients of the shooting objective against finite
 differences, multiple-shooting defects at the solution, a short rest-to-rest swing of the double
 pendulum checked by an independent tight re-simulation, and vmapped restarts against restarts
-run one at a time.
+run beside copies of themselves.
 
 One small problem serves every test (the bundled acrobot with both joints actuated, 1 s, 5 knots,
 16 fixed Dopri8 steps), so that the few compiled programs are shared.
@@ -52,7 +52,8 @@ def test_gradient_matches_finite_differences():
     problem = make_problem(
         costs=[trajopt.Effort(weight=0.1), trajopt.TerminalState(Q_GOAL, jnp.zeros(2), weight=10.0),
                trajopt.PathCost(lambda t, q, qd: jnp.concatenate([q - Q_GOAL * t / T, 0.1 * qd])),
-               trajopt.TorqueLimits(-1.0, 1.0, weight=5.0)],
+               trajopt.TorqueLimits(-1.0, 1.0, weight=5.0), trajopt.VelocityLimits(-0.5, 0.5, weight=3.0),
+               trajopt.PositionLimits(lower=jnp.array([-jnp.inf, -0.2]), upper=0.3, weight=2.0)],
         constraints=[])
     single, multiple = trajopt.SingleShooting(), trajopt.MultipleShooting(2)
 
@@ -99,37 +100,49 @@ def test_rest_to_rest_swing_converges_and_resimulates(restarts):
     assert float(jnp.max(jnp.abs(best.u))) <= LIMIT + 1e-8
 
 
-def test_batched_restarts_equal_individual_runs(restarts):
+def test_batched_restarts_do_not_interact(restarts):
+    """A restart ends exactly as it would alone: run beside a copy of itself (the two stop
+    together) it gives the iterations and torques it gave beside the other guess, which needs a
+    different number of iterations (a converged restart is frozen while the other goes on)."""
     problem, _, everything = restarts
+    assert int(everything.iterations[0]) != int(everything.iterations[1])
     for k, u0 in enumerate(guesses(2)):
-        alone = trajopt.solve(problem, u0, progress=False)
-        assert int(alone.iterations) == int(everything.iterations[k])
-        assert_close(alone.u, everything.u[k], rtol=1e-10, what=f"restart {k}")
+        _, twins = trajopt.solve_restarts(problem, jnp.stack([u0, u0]), progress=False)
+        assert int(twins.iterations[0]) == int(twins.iterations[1]) == int(everything.iterations[k])
+        assert_close(twins.u[0], everything.u[k], rtol=1e-10, what=f"restart {k}")
 
 
-def test_inexact_inner_solves_still_converge():
-    """With at most 10 Levenberg–Marquardt steps per outer iteration the inner solver stops
-    short of convergence; the multipliers and the penalty must move anyway (inexact augmented
-    Lagrangian: a stalled inner solve used to repeat itself at the same rho for ever), and the
-    outer loop stops once the iterate is feasible and its cost has settled (measured: 13 outer
-    iterations)."""
-    problem = make_problem()
+def test_multiple_shooting_with_velocity_limits_and_inexact_inner_solves():
+    """Multiple shooting (2 segments) with an active velocity limit and at most 10
+    Levenberg–Marquardt steps per outer iteration.
+
+    - The inner solver stops short of convergence; the multipliers and the penalty must move
+      anyway (inexact augmented Lagrangian: a stalled inner solve used to repeat itself at the
+      same rho for ever), and the outer loop stops once the iterate is feasible and its cost
+      has settled (measured: 9 outer iterations, 87 steps).
+    - The limit of 1.5 rad/s on the first joint holds on the grid and is active (without it
+      the swing peaks at 2.18 rad/s there).
+    - The defects vanish: the stitched trajectory equals a single-shooting simulation of the
+      optimal torques from the initial state.
+    """
+    limit = jnp.array([1.5, 3.0])
+    problem = make_problem(constraints=[trajopt.TerminalState(Q_GOAL, jnp.zeros(2)),
+                                        trajopt.TorqueLimits(-LIMIT, LIMIT), trajopt.VelocityLimits(-limit, limit)])
+    shooting = trajopt.MultipleShooting(2)
+    guess = shooting.initial_guess(problem, guesses(1)[0], q=Q_GOAL[None] / 2, qd=jnp.zeros((1, 2)))
     outer = trajopt.AugmentedLagrangian(iterations=30, cost_tolerance=1e-4)
-    sol = trajopt.solve(problem, guesses(1)[0], constraints=outer, inner_steps=10, progress=False)
+    sol = trajopt.solve(problem, guess, transcription=shooting, constraints=outer, inner_steps=10, progress=False)
     assert bool(sol.converged) and float(sol.violation) <= 1e-8
     assert int(sol.outer_iterations) < 30 and int(sol.iterations) <= 10 * int(sol.outer_iterations)
     cost = np.asarray(sol.history[:int(sol.outer_iterations), 0])
     assert abs(cost[-1] - cost[-2]) <= 1e-4 * cost[-2]
 
+    speed = np.max(np.abs(np.asarray(sol.trajectory.qd)), axis=0)
+    assert np.all(speed <= np.asarray(limit) + 1e-8) and speed[0] >= 1.5 - 1e-6
+    # between the grid's steps the fine re-simulation may pass the limit by a little (measured 1.5007)
+    fine = np.max(np.abs(np.asarray(sol.resimulate(problem).qd)), axis=0)
+    assert fine[0] <= 1.5 * 1.005
 
-def test_multiple_shooting_defects_vanish():
-    """At the multiple-shooting solution the defects are ~0: the stitched trajectory equals a
-    single-shooting simulation of the optimal torques from the initial state."""
-    problem = make_problem()
-    shooting = trajopt.MultipleShooting(2)
-    guess = shooting.initial_guess(problem, jnp.zeros((KNOTS, 2)), q=Q_GOAL[None] / 2, qd=jnp.zeros((1, 2)))
-    sol = trajopt.solve(problem, guess, transcription=shooting, progress=False)
-    assert bool(sol.converged) and float(sol.violation) <= 1e-8
     defects = shooting.rollout(problem, sol.variables).defects
     assert float(jnp.max(jnp.abs(defects))) <= 1e-8
     single = trajopt.SingleShooting().rollout(problem, sol.u).trajectory
@@ -163,9 +176,10 @@ def test_bad_input():
                                   costs=[trajopt.Effort()])
     with pytest.raises(ValueError, match="at least one cost"):
         trajopt.TrajectoryProblem(problem.model, jnp.zeros(2), jnp.zeros(2), T, KNOTS)
-    with pytest.raises(ValueError, match="finite bounds"):
-        trajopt.TrajectoryProblem(problem.model, jnp.zeros(2), jnp.zeros(2), T, KNOTS, costs=[trajopt.Effort()],
-                                  constraints=[trajopt.TorqueLimits(upper=jnp.inf)])
+    for limits in (trajopt.TorqueLimits(lower=1.0, upper=-1.0), trajopt.VelocityLimits(-jnp.inf, jnp.inf)):
+        with pytest.raises(ValueError, match="lower <= upper with at least one finite bound"):
+            trajopt.TrajectoryProblem(problem.model, jnp.zeros(2), jnp.zeros(2), T, KNOTS, costs=[trajopt.Effort()],
+                                      constraints=[limits])
     with pytest.raises(ValueError, match="expects"):
         trajopt.TrajectoryProblem(problem.model, jnp.zeros(3), jnp.zeros(2), T, KNOTS, costs=[trajopt.Effort()])
     with pytest.raises(ValueError, match="TerminalState needs"):

@@ -23,10 +23,10 @@ from .problem import TrajectoryProblem
 from .shooting import MultipleShooting, ShootingNodes, SingleShooting
 from .solution import Solution
 from .solve import best_restart, solve, solve_restarts
-from .terms import Effort, PathCost, Rollout, TerminalState, Term, TorqueLimits
+from .terms import Effort, PathCost, PositionLimits, Rollout, TerminalState, Term, TorqueLimits, VelocityLimits
 
 __all__ = [
     "AugmentedLagrangian", "Effort", "KnotControls", "MultipleShooting", "Multipliers", "PathCost", "Penalty",
-    "Rollout", "ShootingNodes", "SingleShooting", "Solution", "TerminalState", "Term", "TorqueLimits",
-    "TrajectoryProblem", "actuated_dofs", "best_restart", "solve", "solve_restarts", "violation",
+    "PositionLimits", "Rollout", "ShootingNodes", "SingleShooting", "Solution", "TerminalState", "Term", "TorqueLimits",
+    "TrajectoryProblem", "VelocityLimits", "actuated_dofs", "best_restart", "solve", "solve_restarts", "violation",
 ]

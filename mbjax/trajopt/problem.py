@@ -15,7 +15,7 @@ from ..configuration import normalize
 from ..simulation.trajectory import Trajectory
 from ..simulation.vector_field import ForwardDynamics, vector_field
 from .controls import KnotControls
-from .terms import Rollout, Term, TorqueLimits
+from .terms import Rollout, Term, _Limits
 
 
 class TrajectoryProblem(eqx.Module):
@@ -57,12 +57,12 @@ class TrajectoryProblem(eqx.Module):
         for term in self.costs + self.constraints:
             if not isinstance(term, Term):
                 raise TypeError(f"costs and constraints must be mbjax.trajopt terms (Effort, TerminalState, "
-                                f"PathCost, TorqueLimits, ...); got {type(term).__name__}")
-            if isinstance(term, TorqueLimits):
-                lower, upper = term.bounds(self)
-                if not (np.all(np.isfinite(lower)) and np.all(np.isfinite(upper)) and np.all(lower <= upper)):
-                    raise ValueError("TorqueLimits needs finite bounds with lower <= upper: give lower= and upper= "
-                                     "(the model's effort limits of the actuated joints are not all finite)")
+                                f"PathCost, TorqueLimits, VelocityLimits, ...); got {type(term).__name__}")
+            if isinstance(term, _Limits):
+                lower, upper = (np.asarray(b) for b in term.bounds(self))
+                if not (np.any(np.isfinite(lower)) or np.any(np.isfinite(upper))) or np.any(lower > upper):
+                    raise ValueError(f"{type(term).__name__} needs lower <= upper with at least one finite bound: "
+                                     "give lower= and upper= (the model's limits are not finite here)")
         if not self.costs:
             raise ValueError("give at least one cost, e.g. costs=[mbjax.trajopt.Effort()]")
         if int(substeps) < 1:

@@ -6,7 +6,7 @@ vector ``r``:
 - listed in ``costs``, it adds ``weight * |r|^2`` to the objective (an inequality term adds
   ``weight * |max(0, r)|^2``, a soft limit);
 - listed in ``constraints``, it asks ``r = 0`` (equality terms) or ``r <= 0`` (inequality
-  terms, :class:`TorqueLimits`).
+  terms: :class:`TorqueLimits`, :class:`VelocityLimits`, :class:`PositionLimits`).
 
 Because the objective is a sum of squares, Gauss–Newton and Levenberg–Marquardt apply to it
 directly, augmented-Lagrangian terms included (see :mod:`mbjax.trajopt.lagrangian`).
@@ -98,25 +98,78 @@ class PathCost(Term):
         return (jnp.sqrt(w)[:, None] * f.reshape(f.shape[0], -1)).reshape(-1)
 
 
-class TorqueLimits(Term):
-    """``lower <= u <= upper`` at every knot, as residuals ``(u - upper, lower - u) <= 0``.
+class _Limits(Term):
+    """``lower <= x <= upper`` elementwise, as residuals ``(x - upper, lower - x) <= 0``; a
+    coordinate whose bound is infinite is unlimited on that side (its residual is the constant
+    -1, never active)."""
+
+    lower: jax.Array | float | None = None
+    upper: jax.Array | float | None = None
+    inequality: ClassVar[bool] = True
+
+    def model_limits(self, problem):
+        """The model's (lower, upper) bounds, used where ``lower`` or ``upper`` is ``None``."""
+        raise NotImplementedError
+
+    def values(self, problem, rollout: Rollout) -> jax.Array:
+        """The bounded quantity, (..., n)."""
+        raise NotImplementedError
+
+    def bounds(self, problem):
+        """(lower, upper), each (n,)."""
+        lower, upper = self.model_limits(problem)
+        lower = lower if self.lower is None else jnp.broadcast_to(jnp.asarray(self.lower), lower.shape)
+        upper = upper if self.upper is None else jnp.broadcast_to(jnp.asarray(self.upper), upper.shape)
+        return lower, upper
+
+    def residual(self, problem, rollout):
+        lower, upper = self.bounds(problem)
+        x = self.values(problem, rollout)
+        above = jnp.where(jnp.isfinite(upper), x - upper, -1.0)
+        below = jnp.where(jnp.isfinite(lower), lower - x, -1.0)
+        return jnp.concatenate([above.reshape(-1), below.reshape(-1)])
+
+
+class TorqueLimits(_Limits):
+    """``lower <= u <= upper`` at every knot.
 
     ``lower``, ``upper``: (nu,) bounds on the actuated torques or scalars; default
     ``-/+ model.effort_limit`` of the actuated joints. With linear interpolation the bounds then
     hold at every time; cubic interpolation can overshoot between knots.
     """
 
-    lower: jax.Array | float | None = None
-    upper: jax.Array | float | None = None
-    inequality: ClassVar[bool] = True
-
-    def bounds(self, problem):
-        """(lower, upper), each (nu,)."""
+    def model_limits(self, problem):
         limit = problem.model.effort_limit[np.asarray(problem.controls.dofs)]
-        lower = -limit if self.lower is None else jnp.broadcast_to(jnp.asarray(self.lower), limit.shape)
-        upper = limit if self.upper is None else jnp.broadcast_to(jnp.asarray(self.upper), limit.shape)
-        return lower, upper
+        return -limit, limit
 
-    def residual(self, problem, rollout):
-        lower, upper = self.bounds(problem)
-        return jnp.concatenate([(rollout.u - upper).reshape(-1), (lower - rollout.u).reshape(-1)])
+    def values(self, problem, rollout):
+        return rollout.u
+
+
+class VelocityLimits(_Limits):
+    """``lower <= qd(t) <= upper`` at every step of the integration grid (between steps the
+    speed can exceed a bound by the step's curvature; keep a margin or refine ``substeps``).
+
+    ``lower``, ``upper``: (nv,) or scalars; default ``-/+ model.velocity_limit`` (joints without
+    a finite limit are unlimited).
+    """
+
+    def model_limits(self, problem):
+        return -problem.model.velocity_limit, problem.model.velocity_limit
+
+    def values(self, problem, rollout):
+        return rollout.trajectory.qd
+
+
+class PositionLimits(_Limits):
+    """``lower <= q(t) <= upper`` at every step of the integration grid.
+
+    ``lower``, ``upper``: (nq,) or scalars; default the model's joint limits ``model.lower``,
+    ``model.upper`` (infinite for continuous joints, quaternions and free bases: unlimited).
+    """
+
+    def model_limits(self, problem):
+        return problem.model.lower, problem.model.upper
+
+    def values(self, problem, rollout):
+        return rollout.trajectory.q
