@@ -60,7 +60,7 @@ model = eqx.tree_at(lambda m: m.armature, model, jnp.full(model.nv, 0.1))
 
 Q_START = jnp.array([0.0, -0.6, 0.0, -2.2, 0.0, 1.6, 0.8])
 Q_GOAL = Q_START + 0.3 if args.quick else jnp.array([1.2, 0.2, -0.4, -1.6, 0.5, 1.9, 0.0])
-DURATION, KNOTS, SEGMENTS, SUBSTEPS = (1.0, 5, 2, 4) if args.quick else (2.0, 9, 4, 6)
+DURATION, KNOTS, SEGMENTS, SUBSTEPS = (1.0, 3, 2, 4) if args.quick else (2.0, 9, 4, 6)
 SPEED = 0.95 * model.velocity_limit  # the limit holds on the grid; keep a margin for between steps
 TOLERANCE = 1e-3  # rad and rad/s, of the independent re-simulation
 rest = jnp.zeros(model.nv)
