@@ -5,6 +5,7 @@ The whole public API is re-exported here; see README.md for conventions.
 
 from . import checks, constraints, spatial
 from .constraints import (
+    ClosedChainDynamics,
     ConstrainedDynamics,
     LoopClosureBuilder,
     LoopClosures,
@@ -117,7 +118,7 @@ __all__ = [
     # closed chains (mbjax.constraints)
     "constraints", "ConstrainedDynamics", "LoopClosureBuilder", "LoopClosures", "assemble",
     "constrained_forward_dynamics", "constrained_vector_field", "loop_jacobian", "loop_kinematics",
-    "loop_residual", "project", "project_velocity",
+    "loop_residual", "project", "project_velocity", "ClosedChainDynamics",
     # Kane's method with building-block joints (seed 002, mbjax.kane)
     "kane", "BuildingBlockJoint", "KaneBuilder", "KaneSystem", "kane_dynamics", "kane_kinetic_energy", "kane_momentum",
     # Huang's singularity-free stepper (seed 003)

@@ -20,6 +20,10 @@ if "xla_backend_optimization_level" not in _flags:
 if "xla_cpu_multi_thread_eigen" not in _flags:
     _flags += " --xla_cpu_multi_thread_eigen=false"
 os.environ["XLA_FLAGS"] = _flags.strip()
+# jaxlib's LAPACK calls go to OpenBLAS, whose worker threads on this busy 2-core machine cost ~8 ms
+# of wake-up latency per call once a solve has 64 or more right-hand sides (the batched tangents of
+# jacfwd through a factorisation): 400x slower than one thread. Set before numpy loads OpenBLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import jax  # noqa: E402
 import pytest  # noqa: E402

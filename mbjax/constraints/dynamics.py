@@ -20,14 +20,14 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..checks import check_state
-from ..configuration import integrate_from
 from ..dynamics.crba import mass_matrix_from
 from ..dynamics.rnea import rnea_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
+from ..simulation.manifold import configuration_rate
 from .closures import LoopClosures
 from .kinematics import loop_kinematics_from
-from .solvers import solve
+from .solvers import METHODS, solve
 from .stabilization import baumgarte
 
 
@@ -60,14 +60,15 @@ def check_closures(model: Model, closures: LoopClosures):
         )
 
 
-def constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha, beta, rcond, damping):
-    """:func:`constrained_forward_dynamics` without input checks."""
+def constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha, beta, rcond, damping, checked=True):
+    """:func:`constrained_forward_dynamics` without input checks (``checked=False``: nor the
+    solver's rank check)."""
     tk = tree_kinematics(model, q)
     M = mass_matrix_from(model, tk)
     h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
     lk = loop_kinematics_from(model, closures, tk, q, qd)
     b = baumgarte(lk.gamma, lk.phi_dot, lk.phi, alpha, beta)  # Remark 4
-    qdd, lam = solve(method, M, tau - h, lk.jacobian, b, rcond, damping)
+    qdd, lam = solve(method, M, tau - h, lk.jacobian, b, rcond, damping, checked)
     # w_l = sum over the rows c of closure l of W[c] lam[c]
     rows = np.asarray(closures.row_loops, np.int32)
     wrench = jax.ops.segment_sum(lk.wrench_map * lam[:, None], rows, closures.nloops, indices_are_sorted=True)
@@ -113,35 +114,76 @@ def constrained_forward_dynamics(
     return constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha, beta, rcond, damping)
 
 
+class ClosedChainDynamics(eqx.Module):
+    """The closed chain's forward dynamics as a dynamics hook: ``dynamics(model, q, qd, tau)
+    -> qdd`` by :func:`constrained_forward_dynamics`, for :func:`mbjax.simulate` and
+    :class:`mbjax.trajopt.TrajectoryProblem` (``method=ClosedChainDynamics(closures, ...)``).
+
+    **Fields:** ``closures`` (a :class:`LoopClosures`, differentiated and batched like the
+    model); the options of :func:`constrained_forward_dynamics`: ``method`` (static),
+    ``alpha``, ``beta`` (Baumgarte; ``mbjax.constraints.critical(time_constant)`` gives a
+    critically damped pair), ``rcond``, ``damping``; ``checked`` (static): raise when Phi_q
+    loses rank (kkt, schur, nullspace), or let the non-finite or huge accelerations of a
+    singular configuration through, for an optimiser's trial steps
+    (:class:`mbjax.trajopt.TrajectoryProblem` turns the check off).
+
+    Example::
+
+        alpha, beta = mbjax.constraints.critical(0.05)
+        traj = mbjax.simulate(model, q0, qd0, 0.0, 2.0, tau=tau,
+                              method=mbjax.ClosedChainDynamics(closures, alpha=alpha, beta=beta))
+
+    The initial state should satisfy the constraints (:func:`mbjax.project`); Baumgarte
+    stabilisation then keeps the integrator's drift from growing.
+    """
+
+    closures: LoopClosures
+    method: str = eqx.field(default="kkt", static=True)
+    alpha: float | jax.Array = 0.0
+    beta: float | jax.Array = 0.0
+    rcond: float = 1e-10
+    damping: float = 1e-12
+    checked: bool = eqx.field(default=True, static=True)
+
+    def __check_init__(self):
+        if not isinstance(self.closures, LoopClosures):
+            raise TypeError(f"closures must be a LoopClosures (from LoopClosureBuilder), not "
+                            f"{type(self.closures).__name__}")
+        if self.method not in METHODS:
+            raise ValueError(f"unknown constrained-dynamics method {self.method!r}; use one of {METHODS}")
+
+    def __call__(self, model: Model, q, qd, tau, f_ext=None):
+        """Joint accelerations qdd (nv,) at the (normalised) state, without input checks."""
+        check_closures(model, self.closures)
+        return constrained_dynamics_from(model, self.closures, q, qd, tau, f_ext, self.method, self.alpha,
+                                         self.beta, self.rcond, self.damping, self.checked).qdd
+
+
 def constrained_vector_field(
     model: Model,
     closures: LoopClosures,
     control: Callable | None = None,
+    f_ext=None,
     **options,
 ) -> Callable:
-    """The ODE ``d/dt (q, qd) = (q_dot(q, qd), qdd)`` of the closed chain, for diffrax.
+    """The ODE ``d/dt (q, qd) = (G(q) qd, qdd)`` of the closed chain, for diffrax.
 
     **Arguments:** ``control(t, q, qd, args) -> tau`` (nv,), or None for zero torques;
-    ``options``: keywords of :func:`constrained_forward_dynamics` (method, alpha, beta, rcond,
-    damping, f_ext).
+    ``f_ext`` (nbodies, 6) constant external wrenches; ``options``: the keywords of
+    :class:`ClosedChainDynamics` (method, alpha, beta, rcond, damping).
 
     **Returns:** ``f(t, y, args)`` with ``y = (q, qd)``, usable as ``diffrax.ODETerm(f)``.
-    ``q_dot`` is the derivative of ``q (+) t qd`` (quaternion rates for spherical and free
-    joints), so q stays on its manifold to the integrator's accuracy.
+    ``G(q) qd`` is :func:`mbjax.configuration_rate` (quaternion rates for spherical and free
+    joints), so q stays on its manifold to the integrator's accuracy. :func:`mbjax.simulate`
+    with ``method=ClosedChainDynamics(closures, ...)`` integrates the same equations (and adds
+    the model's joint springs and dampers).
     """
     check_closures(model, closures)
-    opts = dict(f_ext=None, method="kkt", alpha=0.0, beta=0.0, rcond=1e-10, damping=1e-12)
-    unknown = set(options) - set(opts)
-    if unknown:
-        raise TypeError(f"unknown options {sorted(unknown)}; use {sorted(opts)}")
-    opts.update(options)
+    dynamics = ClosedChainDynamics(closures, **options)
 
     def field(t, y, args):
         q, qd = y
         tau = jnp.zeros_like(qd) if control is None else control(t, q, qd, args)
-        qdd = constrained_dynamics_from(model, closures, q, qd, tau, **opts).qdd
-        zero = jnp.zeros((), q.dtype)
-        q_dot = jax.jvp(lambda s: integrate_from(model, q, s * qd), (zero,), (jnp.ones_like(zero),))[1]
-        return q_dot, qdd
+        return configuration_rate(model, q, qd), dynamics(model, q, qd, tau, f_ext)
 
     return field

@@ -21,7 +21,9 @@ with M (nv, nv) symmetric positive definite, f = tau - h the free generalized fo
 
 The first three need A of full row rank and raise a clear error (``eqx.error_if``) when it is
 not, instead of returning NaN: the diagonal of the triangular factor they compute anyway
-(LU pivots, R of the QR) measures the rank.
+(LU pivots, R of the QR) measures the rank. ``checked=False`` leaves the check out (an
+optimiser's trial states may pass a singular configuration: their non-finite or huge
+accelerations must reach it, not raise).
 """
 
 from __future__ import annotations
@@ -33,8 +35,10 @@ from jax.scipy.linalg import cho_factor, cho_solve, lu_factor, lu_solve, solve_t
 METHODS = ("kkt", "schur", "nullspace", "svd", "damped")
 
 
-def _full_rank(x, diag, method, rcond):
+def _full_rank(x, diag, method, rcond, checked):
     """``x`` unchanged, or an error when the triangular factor's diagonal reveals rank loss."""
+    if not checked:
+        return x
     d = jnp.abs(diag)
     singular = jnp.min(d, initial=jnp.inf) <= rcond * jnp.max(d, initial=0.0)
     return eqx.error_if(
@@ -46,33 +50,33 @@ def _full_rank(x, diag, method, rcond):
     )
 
 
-def solve_kkt(M, f, A, b, rcond):
+def solve_kkt(M, f, A, b, rcond, checked=True):
     """Eq. 73: LU of the Lagrangian matrix [[M, -A^T], [-A, 0]] (qdd, lam)."""
     nv = M.shape[0]
     K = jnp.block([[M, -A.T], [-A, jnp.zeros((A.shape[0],) * 2, M.dtype)]])
     lu, piv = lu_factor(K)
     x = lu_solve((lu, piv), jnp.concatenate([f, -b]))
-    x = _full_rank(x, jnp.diagonal(lu), "kkt", rcond)
+    x = _full_rank(x, jnp.diagonal(lu), "kkt", rcond, checked)
     return x[:nv], x[nv:]
 
 
-def solve_schur(M, f, A, b, rcond):
+def solve_schur(M, f, A, b, rcond, checked=True):
     """Eq. A-3 ... A-5: lam from the Cholesky factor R^T R of A M^-1 A^T, R from QR(L^-1 A^T)."""
     L = cho_factor(M, lower=True)
     Abar = solve_triangular(L[0], A.T, lower=True)  # L^-1 A^T (nv, nc)
     R = jnp.linalg.qr(Abar, mode="r")
-    R = _full_rank(R, jnp.diagonal(R), "schur", rcond)
+    R = _full_rank(R, jnp.diagonal(R), "schur", rcond, checked)
     qdd_free = cho_solve(L, f)
     u = b - A @ qdd_free
     lam = solve_triangular(R, solve_triangular(R, u, trans=1), trans=0)  # (R^T R)^-1 u
     return qdd_free + cho_solve(L, A.T @ lam), lam
 
 
-def solve_nullspace(M, f, A, b, rcond):
+def solve_nullspace(M, f, A, b, rcond, checked=True):
     """Eq. A-6: qdd = Y b + Z x' with A^T = Q R, Y = Q R^-T, Z = Q' (orthonormal null basis)."""
     nc = A.shape[0]
     Q1, R1 = jnp.linalg.qr(A.T, mode="complete")
-    R = _full_rank(R1[:nc], jnp.diagonal(R1[:nc]), "nullspace", rcond)
+    R = _full_rank(R1[:nc], jnp.diagonal(R1[:nc]), "nullspace", rcond, checked)
     Q, Z = Q1[:, :nc], Q1[:, nc:]
     qdd_p = Q @ solve_triangular(R, b, trans=1)  # Y b: particular solution of A qdd = b
     x = jnp.linalg.solve(Z.T @ M @ Z, Z.T @ (f - M @ qdd_p))
@@ -81,7 +85,7 @@ def solve_nullspace(M, f, A, b, rcond):
     return qdd, lam
 
 
-def solve_svd(M, f, A, b, rcond):
+def solve_svd(M, f, A, b, rcond, checked=True):
     """Eq. A-7 ... A-12: lam = W S^-2 W^T u from the SVD L^-1 A^T = V S W^T (= P P^T u with
     P = pinv(L^-1 A^T), whose derivative is defined while the rank stays constant)."""
     L = cho_factor(M, lower=True)
@@ -102,8 +106,8 @@ def solve_damped(M, f, A, b, damping):
     return qdd_free + cho_solve(L, A.T @ lam), lam
 
 
-def solve(method, M, f, A, b, rcond, damping):
-    """Dispatch to one of :data:`METHODS`."""
+def solve(method, M, f, A, b, rcond, damping, checked=True):
+    """Dispatch to one of :data:`METHODS` (``checked``: the rank check of kkt, schur, nullspace)."""
     if method == "damped":
         return solve_damped(M, f, A, b, damping)
     solvers = {"kkt": solve_kkt, "schur": solve_schur, "nullspace": solve_nullspace, "svd": solve_svd}
@@ -114,4 +118,4 @@ def solve(method, M, f, A, b, rcond, damping):
             f"{A.shape[0]} constraint rows on {A.shape[1]} velocity coordinates are necessarily redundant, "
             f"so method={method!r} cannot solve them; use method='svd' or method='damped'"
         )
-    return solvers[method](M, f, A, b, rcond)
+    return solvers[method](M, f, A, b, rcond, checked)

@@ -3,6 +3,8 @@ torques, costs and constraints, and the fixed-step integration used to simulate 
 
 from __future__ import annotations
 
+import dataclasses
+
 import diffrax
 import equinox as eqx
 import jax
@@ -10,6 +12,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..checks import check_state
+from ..constraints.dynamics import ClosedChainDynamics
 from ..model.model import Model
 from ..configuration import normalize
 from ..simulation.trajectory import Trajectory
@@ -33,7 +36,11 @@ class TrajectoryProblem(eqx.Module):
     - ``interpolation``: ``"linear"`` or ``"cubic"`` between knots.
     - ``substeps``: fixed integration steps per knot interval; ``solver``: an explicit diffrax
       solver (default ``Tsit5``, 5th order); ``method``: the forward-dynamics method of
-      :func:`mbjax.simulate` (or a dynamics callable). Fixed steps that end on the knots keep
+      :func:`mbjax.simulate`, or a dynamics hook such as
+      ``mbjax.ClosedChainDynamics(closures, alpha=..., beta=...)`` for a closed chain (its
+      arrays are part of the problem's pytree). Method names and these two hooks run without
+      their runtime checks: the optimiser's trial steps may diverge or cross a singular
+      configuration, and their non-finite states must reach it (which rejects the step). Fixed steps that end on the knots keep
       the solver's order across the kinks of linear interpolation and make the objective a
       smooth function of ``u``; check the result with :meth:`Solution.resimulate`.
     """
@@ -46,7 +53,7 @@ class TrajectoryProblem(eqx.Module):
     constraints: tuple
     solver: diffrax.AbstractSolver
     substeps: int = eqx.field(static=True)
-    method: object = eqx.field(static=True)
+    method: object
 
     def __init__(self, model: Model, q0, qd0, duration, knots: int, *, costs=(), constraints=(), actuated=None,
                  interpolation: str = "linear", substeps: int = 4, solver=None, method="aba"):
@@ -71,7 +78,11 @@ class TrajectoryProblem(eqx.Module):
         self.solver = diffrax.Tsit5() if solver is None else solver
         # trial steps of the optimiser may diverge: their NaN states must reach it (which then
         # rejects the step), not raise
-        self.method = ForwardDynamics(method, checked=False) if isinstance(method, str) else method
+        if isinstance(method, str):
+            method = ForwardDynamics(method)
+        if isinstance(method, (ForwardDynamics, ClosedChainDynamics)):
+            method = dataclasses.replace(method, checked=False)
+        self.method = method
 
     def forward_mode(self) -> "TrajectoryProblem":
         """This problem with its simulation differentiable in forward mode (``jax.jvp``,

@@ -1,0 +1,150 @@
+"""Minimum-effort motion of Huang's 3-leg Stewart platform, rest to rest, by mbjax.trajopt.
+
+**The mechanism.** ``mbjax.stewart_platform()`` (seed 003, Fig. 10, as repaired in
+:mod:`mbjax.constraints.huang_models`): three motors ``motor1..3`` at the ground turn the
+cranks, knees join cranks and legs, and the 10 kg platform hangs on a free joint; three cut
+ball joints close the loops (9 constraint rows on 12 velocity coordinates: 3 degrees of
+freedom, those of a 3-RRS parallel mechanism: heave, roll and pitch of the platform).
+
+**The goal.** The platform is raised by RAISE and tilted by TILT about the world x axis. A
+3-RRS platform cannot reach an arbitrary 6-D pose, so the goal is assembled from those three
+coordinates: a one-off weld cut joint from the goal frame to the platform keeps only its rows
+("z", "rx", "ry"), and ``mbjax.assemble`` closes the ball joints and it together (12 rows on 12
+coordinates). That fixes the goal's motor angles, and with them the whole mechanism.
+
+**The optimisation.** Starting and ending at rest, the three motor torques (linear between K
+knots) minimise the effort integral of |tau(t)|^2 subject to ``TerminalState`` on the motor
+angles and rates (dofs 0, 2, 4): with the loops closed they determine the configuration and
+the velocity of every body near the goal, and asking for more (e.g. the platform's six
+coordinates as well) makes the constraint Jacobian rank deficient. The dynamics are the closed
+chain's, ``mbjax.ClosedChainDynamics(closures, alpha, beta)``: the tree's equations with the
+loop constraints at acceleration level (Mufti's Eq. 73, a KKT solve per evaluation) and
+critically damped Baumgarte stabilisation (``mbjax.constraints.critical``), integrated with
+fixed Tsit5 steps; Levenberg-Marquardt inside an augmented Lagrangian finds the torques, from
+the static torques that hold the start pose (the least-squares solution of
+``g(q0) = S^T u + Phi_q^T lam``, motors and loop reactions together) at every knot.
+
+**The check.** ``solution.resimulate`` integrates the optimal torques again with adaptive
+Dopri8 at rtol = atol = 1e-12. Its final platform pose (position and rotation vector, the
+manifold difference) and all final velocities must be within 1e-3 (m, rad, m/s, rad/s) of the
+goal, and the loop residual |Phi(q(t))| is reported along the whole re-simulated motion.
+
+Run ``python examples/stewart_trajectory.py [--quick] [--out DIR]`` (``--quick``: a smaller,
+shorter move with fewer knots).
+"""
+
+import argparse
+import os
+import time
+from pathlib import Path
+
+# the solves here are small (21 x 21): OpenBLAS's worker threads only add wake-up latency, which
+# on a busy machine costs ~8 ms per call in the optimiser's batched Jacobians (set before numpy loads)
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
+import jax  # noqa: E402
+
+jax.config.update("jax_enable_x64", True)
+
+import diffrax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+import optimistix as optx  # noqa: E402
+
+import mbjax  # noqa: E402
+from mbjax import trajopt  # noqa: E402
+from mbjax.constraints import LoopClosureBuilder, LoopClosures  # noqa: E402
+
+parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+parser.add_argument("--quick", action="store_true", help="a smaller, shorter move with fewer knots")
+parser.add_argument("--out", default=".", help="folder for the plot (default: the current folder)")
+args = parser.parse_args()
+
+RAISE, TILT = (0.02, np.radians(2.0)) if args.quick else (0.04, np.radians(3.0))  # m, rad
+DURATION, KNOTS, SUBSTEPS = (0.3, 6, 4) if args.quick else (0.5, 11, 4)
+TOLERANCE = 1e-3  # m, rad, m/s, rad/s in the re-simulation
+MOTORS = ["motor1", "motor2", "motor3"]
+
+model, closures, q0, _ = mbjax.stewart_platform()
+motor_dofs = trajopt.actuated_dofs(model, MOTORS)
+platform = np.arange(model.nv)[model.v_slice("platform")]
+qd_zero = jnp.zeros(model.nv)
+
+
+def goal_pose(raise_by, tilt):
+    """The assembled configuration with the platform raised by ``raise_by`` and tilted by
+    ``tilt`` about x: the ball joints plus a weld to the goal frame on its rows z, rx, ry."""
+    R = mbjax.spatial.rotation_exp(jnp.array([tilt, 0.0, 0.0]))
+    p = q0[6:9] + jnp.array([0.0, 0.0, raise_by])
+    lock = LoopClosureBuilder(model).add_loop("goal", "weld", None, "platform", rotation_a=R, translation_a=p,
+                                              directions=("z", "rx", "ry")).build()
+    both = LoopClosures(closures.names + lock.names, closures.joint_types + lock.joint_types,
+                        closures.bodies + lock.bodies, closures.directions + lock.directions,
+                        *(jnp.concatenate([getattr(closures, f), getattr(lock, f)])
+                          for f in ("rotation_a", "translation_a", "rotation_b", "translation_b")))
+    return mbjax.assemble(model, both, q0)
+
+
+def holding_torques(q):
+    """Motor torques u (3,) that hold the mechanism at rest at q: M qdd + h = S^T u + Phi_q^T lam
+    with qdd = qd = 0 is ``g(q) = [S^T, Phi_q^T] (u, lam)``, 12 equations in 3 + 9 unknowns."""
+    S = np.zeros((model.nv, len(motor_dofs)))
+    S[motor_dofs, np.arange(len(motor_dofs))] = 1.0
+    A = np.asarray(mbjax.loop_jacobian(model, closures, q))
+    g = np.asarray(mbjax.generalized_gravity(model, q))
+    return np.linalg.lstsq(np.concatenate([S, A.T], 1), g, rcond=None)[0][:len(motor_dofs)]
+
+
+q_goal = goal_pose(RAISE, TILT)
+alpha, beta = mbjax.constraints.critical(0.05)  # loop errors decay in ~0.05 s, without overshoot
+dynamics = mbjax.ClosedChainDynamics(closures, alpha=alpha, beta=beta)
+problem = trajopt.TrajectoryProblem(
+    model, q0, qd_zero, DURATION, KNOTS, substeps=SUBSTEPS, actuated=MOTORS, method=dynamics,
+    costs=[trajopt.Effort(weight=1e-2)], constraints=[trajopt.TerminalState(q_goal, qd_zero, dofs=motor_dofs)])
+print(f"{model.name}: {model.nv} velocity coordinates, {closures.nc} loop constraints, motors {MOTORS}")
+print(f"goal: platform raised {RAISE * 100:.0f} cm and tilted {np.degrees(TILT):.0f} deg in {DURATION} s; motor "
+      f"angles {np.round(np.asarray(q_goal[motor_dofs]), 4).tolist()} rad; {KNOTS} knots, {SUBSTEPS} Tsit5 steps "
+      f"per knot interval")
+
+hold_start, hold_goal = holding_torques(q0), holding_torques(q_goal)
+print(f"static holding torques: start {np.round(hold_start, 3).tolist()}, goal {np.round(hold_goal, 3).tolist()} N m")
+guess = jnp.tile(jnp.asarray(hold_start), (KNOTS, 1))
+
+start = time.perf_counter()
+# a stiff initial penalty (the constraints in rad and rad/s against an effort of ~1 with weight 1e-2)
+# takes the violation below 1e-8 in a few multiplier updates of 20 Levenberg-Marquardt steps each
+outer = trajopt.AugmentedLagrangian(penalty=1e3, iterations=20, cost_tolerance=1e-4)
+solution = trajopt.solve(problem, guess, optimiser=optx.LevenbergMarquardt(rtol=1e-6, atol=1e-6),
+                         constraints=outer, inner_steps=20)
+jax.block_until_ready(solution.u)
+wall = time.perf_counter() - start
+print(f"solved in {wall:.1f} s (compilation included): {int(solution.iterations)} Levenberg-Marquardt iterations, "
+      f"{int(solution.outer_iterations)} outer, converged {bool(solution.converged)}, effort {float(solution.cost) / 1e-2:.6g} "
+      f"N^2 m^2 s, violation {float(solution.violation):.1e}")
+
+start = time.perf_counter()
+check = solution.resimulate(problem)  # adaptive Dopri8, rtol = atol = 1e-12
+jax.block_until_ready(check.q)
+resimulation_wall = time.perf_counter() - start
+error = np.abs(np.asarray(mbjax.difference(model, q_goal, check.q[-1])))
+pose_error, motor_error = error[platform].max(), error[motor_dofs].max()
+qd_error = np.abs(np.asarray(check.qd[-1])).max()
+residual = np.abs(np.asarray(jax.vmap(lambda q: mbjax.loop_residual(model, closures, q))(check.q))).max()
+print(f"independent re-simulation (Dopri8, rtol = atol = 1e-12, {resimulation_wall:.1f} s): platform pose {pose_error:.2e} (m, rad) from the "
+      f"goal, motors {motor_error:.2e} rad, final velocities {qd_error:.2e}; loop residual max |Phi(t)| = "
+      f"{residual:.2e} m along the motion")
+print(f"platform height {float(check.q[-1, 8]):.4f} m (start {float(q0[8]):.4f} m); peak motor torques "
+      f"{np.round(np.abs(np.asarray(solution.u)).max(0), 3).tolist()} N m")
+
+try:
+    path = Path(args.out) / "stewart_trajectory.png"
+    solution.plot(problem, path, title=f"Stewart platform raised {RAISE * 100:.0f} cm, tilted {np.degrees(TILT):.0f} "
+                                       f"deg: {int(solution.iterations)} iterations, re-simulated pose error "
+                                       f"{pose_error:.1e}")
+    print(f"saved {path}")
+except ImportError as e:
+    print(e)
+
+assert bool(solution.converged), "the optimiser did not converge"
+assert pose_error <= TOLERANCE and qd_error <= TOLERANCE, "the re-simulation misses the goal"
+assert residual <= 1e-6, "the loops opened"
