@@ -133,7 +133,8 @@ residual = np.abs(np.asarray(jax.vmap(lambda q: mbjax.loop_residual(model, closu
 print(f"independent re-simulation (Dopri8, rtol = atol = 1e-12, {resimulation_wall:.1f} s): platform pose {pose_error:.2e} (m, rad) from the "
       f"goal, motors {motor_error:.2e} rad, final velocities {qd_error:.2e}; loop residual max |Phi(t)| = "
       f"{residual:.2e} m along the motion")
-print(f"platform height {float(check.q[-1, 8]):.4f} m (start {float(q0[8]):.4f} m); peak motor torques "
+tilt = np.degrees(np.linalg.norm(np.asarray(mbjax.spatial.quat_log(check.q[-1, 9:13]))))
+print(f"platform height {float(check.q[-1, 8]):.4f} m (start {float(q0[8]):.4f} m), tilted {tilt:.2f} deg; peak motor torques "
       f"{np.round(np.abs(np.asarray(solution.u)).max(0), 3).tolist()} N m")
 
 try:
