@@ -20,9 +20,11 @@ coordinates as well) makes the constraint Jacobian rank deficient. The dynamics 
 chain's, ``mbjax.ClosedChainDynamics(closures, alpha, beta)``: the tree's equations with the
 loop constraints at acceleration level (Mufti's Eq. 73, a KKT solve per evaluation) and
 critically damped Baumgarte stabilisation (``mbjax.constraints.critical``), integrated with
-fixed Tsit5 steps; Levenberg-Marquardt inside an augmented Lagrangian finds the torques, from
-the static torques that hold the start pose (the least-squares solution of
-``g(q0) = S^T u + Phi_q^T lam``, motors and loop reactions together) at every knot.
+fixed Tsit5 steps (the problem runs it without its rank check: a trial step of the optimiser
+may drive a crank and its leg collinear, a singular configuration, which the optimiser then
+rejects). Levenberg-Marquardt inside an augmented Lagrangian with a stiff initial penalty finds
+the torques, starting from the static torques that hold the start pose at every knot (the
+solution of ``g(q0) = S^T u + Phi_q^T lam``, motor torques and loop reactions together).
 
 **The check.** ``solution.resimulate`` integrates the optimal torques again with adaptive
 Dopri8 at rtol = atol = 1e-12. Its final platform pose (position and rotation vector, the
@@ -46,7 +48,6 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 
-import diffrax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 import optimistix as optx  # noqa: E402
@@ -63,11 +64,13 @@ args = parser.parse_args()
 RAISE, TILT = (0.02, np.radians(2.0)) if args.quick else (0.04, np.radians(3.0))  # m, rad
 DURATION, KNOTS, SUBSTEPS = (0.3, 6, 4) if args.quick else (0.5, 11, 4)
 TOLERANCE = 1e-3  # m, rad, m/s, rad/s in the re-simulation
+EFFORT_WEIGHT = 1e-2  # the objective is EFFORT_WEIGHT * integral |tau|^2 dt
 MOTORS = ["motor1", "motor2", "motor3"]
 
 model, closures, q0, _ = mbjax.stewart_platform()
 motor_dofs = trajopt.actuated_dofs(model, MOTORS)
 platform = np.arange(model.nv)[model.v_slice("platform")]
+PLATFORM_Q = model.q_slice("platform")  # free joint: position (3), quaternion (4)
 qd_zero = jnp.zeros(model.nv)
 
 
@@ -75,7 +78,7 @@ def goal_pose(raise_by, tilt):
     """The assembled configuration with the platform raised by ``raise_by`` and tilted by
     ``tilt`` about x: the ball joints plus a weld to the goal frame on its rows z, rx, ry."""
     R = mbjax.spatial.rotation_exp(jnp.array([tilt, 0.0, 0.0]))
-    p = q0[6:9] + jnp.array([0.0, 0.0, raise_by])
+    p = q0[PLATFORM_Q][:3] + jnp.array([0.0, 0.0, raise_by])
     lock = LoopClosureBuilder(model).add_loop("goal", "weld", None, "platform", rotation_a=R, translation_a=p,
                                               directions=("z", "rx", "ry")).build()
     both = LoopClosures(closures.names + lock.names, closures.joint_types + lock.joint_types,
@@ -100,7 +103,7 @@ alpha, beta = mbjax.constraints.critical(0.05)  # loop errors decay in ~0.05 s, 
 dynamics = mbjax.ClosedChainDynamics(closures, alpha=alpha, beta=beta)
 problem = trajopt.TrajectoryProblem(
     model, q0, qd_zero, DURATION, KNOTS, substeps=SUBSTEPS, actuated=MOTORS, method=dynamics,
-    costs=[trajopt.Effort(weight=1e-2)], constraints=[trajopt.TerminalState(q_goal, qd_zero, dofs=motor_dofs)])
+    costs=[trajopt.Effort(weight=EFFORT_WEIGHT)], constraints=[trajopt.TerminalState(q_goal, qd_zero, dofs=motor_dofs)])
 print(f"{model.name}: {model.nv} velocity coordinates, {closures.nc} loop constraints, motors {MOTORS}")
 print(f"goal: platform raised {RAISE * 100:.0f} cm and tilted {np.degrees(TILT):.0f} deg in {DURATION} s; motor "
       f"angles {np.round(np.asarray(q_goal[motor_dofs]), 4).tolist()} rad; {KNOTS} knots, {SUBSTEPS} Tsit5 steps "
@@ -119,8 +122,8 @@ solution = trajopt.solve(problem, guess, optimiser=optx.LevenbergMarquardt(rtol=
 jax.block_until_ready(solution.u)
 wall = time.perf_counter() - start
 print(f"solved in {wall:.1f} s (compilation included): {int(solution.iterations)} Levenberg-Marquardt iterations, "
-      f"{int(solution.outer_iterations)} outer, converged {bool(solution.converged)}, effort {float(solution.cost) / 1e-2:.6g} "
-      f"N^2 m^2 s, violation {float(solution.violation):.1e}")
+      f"{int(solution.outer_iterations)} outer, converged {bool(solution.converged)}, effort "
+      f"{float(solution.cost) / EFFORT_WEIGHT:.6g} N^2 m^2 s, violation {float(solution.violation):.1e}")
 
 start = time.perf_counter()
 check = solution.resimulate(problem)  # adaptive Dopri8, rtol = atol = 1e-12
@@ -130,12 +133,13 @@ error = np.abs(np.asarray(mbjax.difference(model, q_goal, check.q[-1])))
 pose_error, motor_error = error[platform].max(), error[motor_dofs].max()
 qd_error = np.abs(np.asarray(check.qd[-1])).max()
 residual = np.abs(np.asarray(jax.vmap(lambda q: mbjax.loop_residual(model, closures, q))(check.q))).max()
-print(f"independent re-simulation (Dopri8, rtol = atol = 1e-12, {resimulation_wall:.1f} s): platform pose {pose_error:.2e} (m, rad) from the "
-      f"goal, motors {motor_error:.2e} rad, final velocities {qd_error:.2e}; loop residual max |Phi(t)| = "
-      f"{residual:.2e} m along the motion")
-tilt = np.degrees(np.linalg.norm(np.asarray(mbjax.spatial.quat_log(check.q[-1, 9:13]))))
-print(f"platform height {float(check.q[-1, 8]):.4f} m (start {float(q0[8]):.4f} m), tilted {tilt:.2f} deg; peak motor torques "
-      f"{np.round(np.abs(np.asarray(solution.u)).max(0), 3).tolist()} N m")
+print(f"independent re-simulation (Dopri8, rtol = atol = 1e-12, {resimulation_wall:.1f} s): platform pose "
+      f"{pose_error:.2e} (m, rad) from the goal, motors {motor_error:.2e} rad, final velocities {qd_error:.2e}; "
+      f"loop residual max |Phi(t)| = {residual:.2e} m along the motion")
+end = np.asarray(check.q[-1, PLATFORM_Q])
+tilt = np.degrees(np.linalg.norm(np.asarray(mbjax.spatial.quat_log(end[3:]))))
+print(f"platform height {end[2]:.4f} m (start {float(q0[PLATFORM_Q][2]):.4f} m), turned {tilt:.2f} deg; peak "
+      f"motor torques {np.round(np.abs(np.asarray(solution.u)).max(0), 3).tolist()} N m")
 
 try:
     path = Path(args.out) / "stewart_trajectory.png"

@@ -40,9 +40,10 @@ class TrajectoryProblem(eqx.Module):
       ``mbjax.ClosedChainDynamics(closures, alpha=..., beta=...)`` for a closed chain (its
       arrays are part of the problem's pytree). Method names and these two hooks run without
       their runtime checks: the optimiser's trial steps may diverge or cross a singular
-      configuration, and their non-finite states must reach it (which rejects the step). Fixed steps that end on the knots keep
-      the solver's order across the kinks of linear interpolation and make the objective a
-      smooth function of ``u``; check the result with :meth:`Solution.resimulate`.
+      configuration, and their non-finite states must reach it (which rejects the step).
+      Fixed steps that end on the knots keep the solver's order across the kinks of linear
+      interpolation and make the objective a smooth function of ``u``; check the result with
+      :meth:`Solution.resimulate`.
     """
 
     model: Model
