@@ -76,14 +76,21 @@ def test_derivative_through_simulate_matches_finite_differences():
 
 
 def test_hook_is_part_of_the_trajectory_problem_and_bad_input():
-    """The hook's arrays are leaves of a TrajectoryProblem (differentiated, batched); strings and
-    plain functions still work; a wrong closures object or method fails when built."""
-    model, cl = C.four_bar()
+    """The hook's arrays are leaves of a TrajectoryProblem (differentiated, batched), which runs it
+    without the rank check; strings and plain functions still work; at a singular configuration
+    the checked hook raises and the unchecked one returns; a wrong closures object or method
+    fails when built."""
+    model, cl = C.four_bar(ground=1.0, crank=0.5, coupler=1.0, rocker=0.5)
     hook = mbjax.ClosedChainDynamics(cl, alpha=1.0, beta=2.0)
     problem = trajopt.TrajectoryProblem(model, jnp.zeros(3), jnp.zeros(3), 1.0, 3, actuated=[0],
                                         costs=[trajopt.Effort()], method=hook)
-    leaves = jax.tree.leaves(problem)
-    assert any(leaf is cl.translation_a for leaf in leaves)
+    assert any(leaf is cl.translation_a for leaf in jax.tree.leaves(problem))
+    assert hook.checked and not problem.method.checked and problem.method.alpha == 1.0
+    # the parallelogram four-bar at its change point (all links along x): Phi_q loses rank
+    q, qd = jnp.zeros(3), jnp.array([1.0, -1.0, 1.0])
+    with pytest.raises(Exception, match="rank-deficient"):
+        eqx.filter_jit(hook)(model, q, qd, jnp.zeros(3)).block_until_ready()
+    eqx.filter_jit(problem.method)(model, q, qd, jnp.zeros(3)).block_until_ready()
     assert isinstance(trajopt.TrajectoryProblem(model, jnp.zeros(3), jnp.zeros(3), 1.0, 3, costs=[trajopt.Effort()],
                                                 method="crba").method, mbjax.simulation.ForwardDynamics)
 
