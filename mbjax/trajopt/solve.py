@@ -1,10 +1,10 @@
 """``solve`` and ``solve_restarts``: direct shooting with an inner solver (optimistix or optax)
 inside an augmented-Lagrangian outer loop, batched over initial guesses with ``vmap``.
 
-Each outer iteration is one compiled, vmapped program: the inner solver minimises the
-augmented Lagrangian of every restart from its current variables, then the multipliers are
-updated. Restarts that have converged are frozen (the vmapped update leaves them unchanged),
-so a restart ends exactly as it would alone. The outer loop runs in Python with a progress
+Each outer iteration is one compiled program (vmapped over the restarts of
+``solve_restarts``): the inner solver minimises the augmented Lagrangian of every restart from
+its current variables, then the multipliers are updated. Restarts that have converged are
+frozen (the vmapped update leaves them unchanged), so a restart ends as it would alone. The outer loop runs in Python with a progress
 bar, and stops when every restart has converged or after ``constraints.iterations`` updates.
 
 **Inner solvers.**
@@ -48,8 +48,6 @@ def _residuals(problem, transcription, z):
     return problem.residuals(transcription.rollout(problem, z))
 
 
-@eqx.filter_jit
-@eqx.filter_vmap(in_axes=(None, None, None, None, 0))
 def _init(problem, transcription, optimiser, method: AugmentedLagrangian, z):
     cost, eq, ineq = _residuals(problem, transcription, z)
     opt_state = optimiser.init(z) if isinstance(optimiser, optax.GradientTransformation) else None
@@ -58,8 +56,6 @@ def _init(problem, transcription, optimiser, method: AugmentedLagrangian, z):
                   jnp.zeros((), bool))
 
 
-@eqx.filter_jit
-@eqx.filter_vmap(in_axes=(None, None, None, None, None, 0))
 def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, inner_steps: int, state: _State):
     m = state.multipliers
     if isinstance(optimiser, optx.AbstractGaussNewton):  # Jacobians in forward mode
@@ -96,10 +92,17 @@ def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, 
     return jax.tree.map(lambda old, upd: jnp.where(state.done, old, upd), state, new)
 
 
-@eqx.filter_jit
-@eqx.filter_vmap(in_axes=(None, None, 0))
-def _rollouts(problem, transcription, z):
+def _rollout(problem, transcription, z):
     return transcription.rollout(problem, z)
+
+
+def _programs(batched: bool):
+    """The compiled (init, outer step, rollout): vmapped over the restarts' leading axis, or
+    plain for a single guess (re-batching the solver's loops costs twice the tracing time)."""
+    if not batched:
+        return tuple(eqx.filter_jit(f) for f in (_init, _outer_step, _rollout))
+    return tuple(eqx.filter_jit(eqx.filter_vmap(f, in_axes=(None,) * (n - 1) + (0,)))
+                 for f, n in ((_init, 5), (_outer_step, 6), (_rollout, 3)))
 
 
 def _progress(iterations: int, progress: bool):
@@ -114,7 +117,7 @@ def _progress(iterations: int, progress: bool):
     return bar, lambda it, text: bar.set_postfix_str(text)
 
 
-def _optimise(problem, guesses, transcription, optimiser, constraints, inner_steps, progress) -> Solution:
+def _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress, batched) -> Solution:
     if not isinstance(problem, TrajectoryProblem):
         raise TypeError(f"problem must be a TrajectoryProblem; got {type(problem).__name__}")
     transcription = SingleShooting() if transcription is None else transcription
@@ -124,21 +127,22 @@ def _optimise(problem, guesses, transcription, optimiser, constraints, inner_ste
         raise TypeError("optimiser must be an optimistix least-squares solver or minimiser (e.g. "
                         "optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)) or an optax optimiser (e.g. optax.adam(1e-2))")
     method = AugmentedLagrangian() if constraints is None else constraints
-    state = _init(problem, transcription, optimiser, method, guesses)
-    history = np.full((method.iterations, 2, state.cost.shape[0]), np.nan)
+    init, outer_step, rollout = _programs(batched)
+    state = init(problem, transcription, optimiser, method, z)
+    history = np.full((method.iterations, 2, *state.cost.shape), np.nan)
     outer, report = _progress(method.iterations, progress)
     for k in outer:
-        state = _outer_step(problem, transcription, optimiser, method, int(inner_steps), state)
+        state = outer_step(problem, transcription, optimiser, method, int(inner_steps), state)
         history[k] = np.asarray(state.cost), np.asarray(state.violation)
         report(k, f"{k + 1}: cost {history[k, 0].min():.6g}, violation {history[k, 1].min():.2e}, "
-                  f"{int(np.sum(state.done))}/{state.done.shape[0]} converged")
+                  f"{int(np.sum(state.done))}/{np.size(state.done)} converged")
         if bool(jnp.all(state.done)):
             break
     if hasattr(outer, "close"):
         outer.close()
-    rollout = _rollouts(problem, transcription, state.z)
-    return Solution(state.z, rollout.u, rollout.trajectory, state.cost, state.violation, state.done,
-                    state.iterations, state.outer_iterations, jnp.asarray(np.moveaxis(history, 2, 0)))
+    result = rollout(problem, transcription, state.z)
+    return Solution(state.z, result.u, result.trajectory, state.cost, state.violation, state.done,
+                    state.iterations, state.outer_iterations, jnp.asarray(np.moveaxis(history, (0, 1), (-2, -1))))
 
 
 def _variables(problem, guess, transcription, batched: bool):
@@ -172,9 +176,8 @@ def solve(problem: TrajectoryProblem, guess, *, transcription=None, optimiser=No
 
     **Returns:** a :class:`Solution`.
     """
-    z = jax.tree.map(lambda x: x[None], _variables(problem, guess, transcription, batched=False))
-    sol = _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress)
-    return jax.tree.map(lambda x: x[0], sol)
+    z = _variables(problem, guess, transcription, batched=False)
+    return _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress, batched=False)
 
 
 def best_restart(solutions: Solution) -> int:
@@ -198,6 +201,6 @@ def solve_restarts(problem: TrajectoryProblem, guesses, *, transcription=None, o
     them (leading axis B).
     """
     z = _variables(problem, guesses, transcription, batched=True)
-    solutions = _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress)
+    solutions = _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress, batched=True)
     best = best_restart(solutions)
     return jax.tree.map(lambda x: x[best], solutions), solutions
