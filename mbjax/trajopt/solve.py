@@ -4,8 +4,9 @@ inside an augmented-Lagrangian outer loop, batched over initial guesses with ``v
 Each outer iteration is one compiled program (vmapped over the restarts of
 ``solve_restarts``): the inner solver minimises the augmented Lagrangian of every restart from
 its current variables, then the multipliers are updated. Restarts that have converged are
-frozen (the vmapped update leaves them unchanged), so a restart ends as it would alone. The outer loop runs in Python with a progress
-bar, and stops when every restart has converged or after ``constraints.iterations`` updates.
+frozen (the vmapped update leaves them unchanged), so a restart ends as it would alone. The
+outer loop runs in Python with a progress bar, and stops when every restart has converged or
+after ``constraints.iterations`` updates.
 
 **Inner solvers.**
 
@@ -96,13 +97,14 @@ def _rollout(problem, transcription, z):
     return transcription.rollout(problem, z)
 
 
-def _programs(batched: bool):
-    """The compiled (init, outer step, rollout): vmapped over the restarts' leading axis, or
-    plain for a single guess (re-batching the solver's loops costs twice the tracing time)."""
-    if not batched:
-        return tuple(eqx.filter_jit(f) for f in (_init, _outer_step, _rollout))
-    return tuple(eqx.filter_jit(eqx.filter_vmap(f, in_axes=(None,) * (n - 1) + (0,)))
-                 for f, n in ((_init, 5), (_outer_step, 6), (_rollout, 3)))
+#: the compiled (init, outer step, rollout), made once so that their caches persist across calls:
+#: plain for a single guess (re-batching the solver's loops costs twice the tracing time), or
+#: vmapped over the restarts' leading axis
+_PROGRAMS = {
+    False: tuple(eqx.filter_jit(f) for f in (_init, _outer_step, _rollout)),
+    True: tuple(eqx.filter_jit(eqx.filter_vmap(f, in_axes=(None,) * (n - 1) + (0,)))
+                for f, n in ((_init, 5), (_outer_step, 6), (_rollout, 3))),
+}
 
 
 def _progress(iterations: int, progress: bool):
@@ -127,7 +129,7 @@ def _optimise(problem, z, transcription, optimiser, constraints, inner_steps, pr
         raise TypeError("optimiser must be an optimistix least-squares solver or minimiser (e.g. "
                         "optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)) or an optax optimiser (e.g. optax.adam(1e-2))")
     method = AugmentedLagrangian() if constraints is None else constraints
-    init, outer_step, rollout = _programs(batched)
+    init, outer_step, rollout = _PROGRAMS[batched]
     state = init(problem, transcription, optimiser, method, z)
     history = np.full((method.iterations, 2, *state.cost.shape), np.nan)
     outer, report = _progress(method.iterations, progress)
