@@ -72,9 +72,7 @@ outer = trajopt.AugmentedLagrangian(iterations=20, cost_tolerance=1e-3)
 solution = trajopt.solve(problem, jnp.zeros(problem.controls.shape), constraints=outer, inner_steps=20)
 jax.block_until_ready(solution.u)
 wall = time.perf_counter() - start
-print(f"solved in {wall:.1f} s (compilation included): {int(solution.iterations)} Levenberg-Marquardt iterations, "
-      f"{int(solution.outer_iterations)} outer, converged {bool(solution.converged)}, cost {float(solution.cost):.6g}, "
-      f"violation {float(solution.violation):.1e}")
+print(f"solved in {wall:.1f} s (compilation included): {solution.summary()}")
 
 check = solution.resimulate(problem)
 attitude_error = float(jnp.linalg.norm(quat_log(quat_multiply(quat_conjugate(attitude_goal), check.q[-1, 3:7]))))

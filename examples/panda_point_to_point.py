@@ -100,9 +100,7 @@ solution = trajopt.solve(problem, guess, transcription=shooting, inner_steps=20,
                          constraints=trajopt.AugmentedLagrangian(iterations=30, cost_tolerance=1e-3))
 jax.block_until_ready(solution.u)
 wall = time.perf_counter() - start
-print(f"solved in {wall:.1f} s (compilation included): {int(solution.iterations)} Levenberg-Marquardt steps, "
-      f"{int(solution.outer_iterations)} multiplier updates, converged {bool(solution.converged)}, "
-      f"effort {float(solution.cost):.6g}, violation {float(solution.violation):.1e}")
+print(f"solved in {wall:.1f} s (compilation included): {solution.summary()}")
 
 check = solution.resimulate(problem)
 q_err = float(jnp.max(jnp.abs(mbjax.difference(model, Q_GOAL, check.q[-1]))))

@@ -121,9 +121,8 @@ solution = trajopt.solve(problem, guess, optimiser=optx.LevenbergMarquardt(rtol=
                          constraints=outer, inner_steps=20)
 jax.block_until_ready(solution.u)
 wall = time.perf_counter() - start
-print(f"solved in {wall:.1f} s (compilation included): {int(solution.iterations)} Levenberg-Marquardt iterations, "
-      f"{int(solution.outer_iterations)} outer, converged {bool(solution.converged)}, effort "
-      f"{float(solution.cost) / EFFORT_WEIGHT:.6g} N^2 m^2 s, violation {float(solution.violation):.1e}")
+print(f"solved in {wall:.1f} s (compilation included): {solution.summary()}; effort "
+      f"{float(solution.cost) / EFFORT_WEIGHT:.6g} N^2 m^2 s")
 
 start = time.perf_counter()
 check = solution.resimulate(problem)  # adaptive Dopri8, rtol = atol = 1e-12

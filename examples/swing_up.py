@@ -83,9 +83,7 @@ print(f"1. coarse ({restarts} restarts, 4 Tsit5 steps per interval): {t1 - t0:.1
 solution = trajopt.solve(fine, best.variables, transcription=shooting, optimiser=optimiser, constraints=outer,
                          inner_steps=30)
 t2 = time.perf_counter()
-print(f"2. fine ({fine_steps} Dopri8 steps per interval): {t2 - t1:.1f} s; cost {float(solution.cost):.6f}, violation "
-      f"{float(solution.violation):.1e}, {int(solution.iterations)} Levenberg-Marquardt steps in "
-      f"{int(solution.outer_iterations)} outer iterations")
+print(f"2. fine ({fine_steps} Dopri8 steps per interval): {t2 - t1:.1f} s; {solution.summary()}")
 
 check = solution.resimulate(fine)  # adaptive Dopri8, rtol = atol = 1e-12
 position = np.abs(np.asarray(mbjax.difference(model, upright, check.q[-1]))).max()

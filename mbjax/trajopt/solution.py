@@ -43,6 +43,11 @@ class Solution(eqx.Module):
     outer_iterations: jax.Array
     history: jax.Array
 
+    def summary(self) -> str:
+        """One line for a log: convergence, objective, violation and iteration counts."""
+        return (f"converged {bool(self.converged)}, cost {float(self.cost):.6g}, violation {float(self.violation):.1e}, "
+                f"{int(self.iterations)} inner iterations in {int(self.outer_iterations)} outer")
+
     def controller(self, problem) -> FeedForward:
         """The optimal open-loop torques ``tau(t, q, qd)``, for :func:`mbjax.simulate`."""
         return problem.controls.controller(self.u)
