@@ -1,0 +1,303 @@
+"""Level sweeps over the tree with the states as the last axis ("batch-minor" layout).
+
+Under ``jax.vmap`` an algorithm written for one state works on arrays of shape
+(B, bodies, 6, 6): tiny minor dimensions, which XLA:CPU neither vectorises nor keeps in
+cache. The sweeps here carry C states in the *last* axis of every array instead (C = 1 for
+a single call): a 6-vector is (6, C), an inertia (6, 6, C), and every product is a
+multiply-add over leading axes, vectorised along C. :func:`batch_rule` routes ``jax.vmap``
+of a kernel to it (``jax.custom_batching.custom_vmap``), transposing the batch to the last
+axis and running it in chunks of :data:`CHUNK` states (``lax.map``), so that the working
+set stays in cache and the time per state does not grow with the batch.
+
+Levels are those of ``model.topology``: the root level on its own (a free base makes it
+wider), the others in one ``lax.scan`` over ``topology.sweep`` (padded to W bodies of
+w coordinates; compiled once, whatever the depth). Padding bodies have zero inertia and
+padding coordinates zero motion, so they contribute exactly nothing.
+
+Everything is in world coordinates, as in :mod:`mbjax.kinematics`: motions (linear,
+angular), forces (force, moment about the world origin).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..kinematics import joint_bias, joint_motion
+from ..model.model import Model
+
+#: states per chunk of a batched call: large enough to amortise XLA:CPU's per-kernel
+#: launch cost, small enough that a chunk's temporaries stay in cache
+#: (``benchmarks/bench_dynamics.py --chunk`` measures the choice)
+CHUNK = 128
+
+
+# ----------------------------------------------------------------- batch-minor algebra
+def cross(a, b):
+    """a x b for 3-vectors (..., 3, C)."""
+    a0, a1, a2 = a[..., 0, :], a[..., 1, :], a[..., 2, :]
+    b0, b1, b2 = b[..., 0, :], b[..., 1, :], b[..., 2, :]
+    return jnp.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], -2)
+
+
+def mv(A, x):
+    """A x for (..., m, n, C) and (..., n, C)."""
+    return jnp.sum(A * x[..., None, :, :], axis=-2)
+
+
+def mm(A, B):
+    """A B for (..., m, k, C) and (..., k, n, C)."""
+    return jnp.sum(A[..., :, :, None, :] * B[..., None, :, :, :], axis=-3)
+
+
+def dot(a, b):
+    """a . b over the structure axis: (..., n, C) -> (..., C)."""
+    return jnp.sum(a * b, axis=-2)
+
+
+def transform_motion(R, p, m):
+    """Motion given in a frame with pose (R, p) in the world, expressed in the world."""
+    w = mv(R, m[..., 3:, :])
+    return jnp.concatenate([mv(R, m[..., :3, :]) + cross(p, w), w], -2)
+
+
+def transform_force(R, p, f):
+    """Force given in a frame with pose (R, p) in the world, expressed in the world."""
+    lin = mv(R, f[..., :3, :])
+    return jnp.concatenate([lin, mv(R, f[..., 3:, :]) + cross(p, lin)], -2)
+
+
+def cross_motion(a, m):
+    """a x m (spatial motions)."""
+    av, aw, mv_, mw = a[..., :3, :], a[..., 3:, :], m[..., :3, :], m[..., 3:, :]
+    return jnp.concatenate([cross(aw, mv_) + cross(av, mw), cross(aw, mw)], -2)
+
+
+def cross_force(a, f):
+    """a x* f (motion a, force f)."""
+    av, aw, fl, fa = a[..., :3, :], a[..., 3:, :], f[..., :3, :], f[..., 3:, :]
+    return jnp.concatenate([cross(aw, fl), cross(aw, fa) + cross(av, fl)], -2)
+
+
+def gather(x, index):
+    """Rows ``index`` (a static or traced integer array) of ``x``."""
+    return jnp.take(x, index, axis=0, mode="clip")
+
+
+def parent_rows(P, x):
+    """Rows of the level above for each slot: ``P @ x`` with P the one-hot (W, W) parent table."""
+    return jnp.tensordot(P, x, axes=1)
+
+
+def to_parents(P, x):
+    """Sums of the children's rows into their parents' slots: ``P^T @ x``."""
+    return jnp.tensordot(P.T, x, axes=1)
+
+
+# ----------------------------------------------------------------------- body terms
+class Bodies(NamedTuple):
+    """Per-body quantities of one level, world frame, C states in the last axis."""
+
+    R: jax.Array  # (W, 3, 3, C) orientations
+    p: jax.Array  # (W, 3, C) origins
+    S: jax.Array  # (W, w, 6, C) motion subspace of each joint coordinate
+    v: jax.Array  # (W, 6, C) spatial velocities
+    c: jax.Array  # (W, 6, C) velocity-product accelerations v x vJ + Ad(cJ)
+    inertia: jax.Array  # (W, 6, 6, C) spatial inertias [[m E, -[h]], [[h], I_O]]
+    p_bias: jax.Array  # (W, 6, C) bias forces v x* I v - f_ext
+
+
+class Joints(NamedTuple):
+    """Joint data of every body (a padding row at index nb, or nv for coordinates)."""
+
+    R: jax.Array  # (nb + 1, 3, 3, C) body pose in its parent (placement * X_J(q))
+    p: jax.Array  # (nb + 1, 3, C)
+    S: jax.Array  # (nv + 1, 6, C) motion subspace rows, child frame
+    cJ: jax.Array | None  # (nb + 1, 6, C) joint velocity-product terms, child frame
+    f_ext: jax.Array | None  # (nb + 1, 6, C) body-frame external wrenches
+
+
+def _pad(x, axis=0):
+    width = [(0, 0)] * x.ndim
+    width[axis] = (0, 1)
+    return jnp.pad(x, width)
+
+
+def joints(model: Model, q, qd=None, f_ext=None) -> Joints:
+    """Joint transforms and subspaces of all bodies, from q (nq, C) (and qd (nv, C), f_ext
+    (nb, 6, C)). The joint types work on rows (structure last), hence the vmap over C."""
+    over_states = lambda f: jax.vmap(f, in_axes=-1, out_axes=-1)  # noqa: E731
+    R, p, S = over_states(lambda x: joint_motion(model, x))(q)
+    cJ = None
+    if qd is not None and model.topology.has_bias:
+        cJ = _pad(jax.vmap(lambda x, y: joint_bias(model, x, y), in_axes=(-1, -1), out_axes=-1)(q, qd))
+    return Joints(_pad(R), _pad(p), _pad(S), cJ, None if f_ext is None else _pad(f_ext))
+
+
+def inertia_matrix(model: Model, body, R, p):
+    """World spatial inertias (W, 6, 6, C) of ``body`` (W,) at poses (R, p):
+    [[m E, -[h]x], [[h]x, I_O]], h = m c, I_O = R I_c R^T + m (|c|^2 E - c c^T)."""
+    m = gather(_pad(model.mass), body)[:, None, None, None]
+    com = gather(_pad(model.com), body)[..., None]
+    Ib = gather(_pad(model.inertia), body)
+    Ib = 0.5 * (Ib + jnp.swapaxes(Ib, -1, -2))[..., None]  # only the symmetric part is physical
+    c = mv(R, com) + p
+    eye = jnp.eye(3, dtype=p.dtype)[:, :, None]
+    IO = mm(mm(R, Ib), jnp.swapaxes(R, -2, -3)) + m * (jnp.sum(c * c, -2)[:, None, None] * eye - c[:, :, None] * c[:, None, :])
+    h = m[..., 0] * c
+    x, y, z = h[:, 0], h[:, 1], h[:, 2]
+    zero = jnp.zeros_like(x)
+    H = jnp.stack([jnp.stack([zero, -z, y], 1), jnp.stack([z, zero, -x], 1), jnp.stack([-y, x, zero], 1)], 1)
+    mE = m * eye * jnp.ones_like(H)
+    return jnp.concatenate([jnp.concatenate([mE, -H], 2), jnp.concatenate([H, IO], 2)], 1)
+
+
+def bodies(model: Model, jt: Joints, body, dofs, parent, qd=None) -> Bodies:
+    """Body terms of one level (body (W,), dofs (W, w)) from its parents' poses and velocities
+    ``parent = (R, p, v)`` (each (W, ...), already gathered; the world for the roots).
+
+    v = v_parent + S qd,  c = v x (S qd) + Ad(c_J)   (RBDA Sec. 7.3, world coordinates)
+    """
+    Rp, pp, vp = parent
+    Rl, pl = gather(jt.R, body), gather(jt.p, body)
+    R = mm(Rp, Rl)
+    p = pp + mv(Rp, pl)
+    S = transform_motion(R[:, None], p[:, None], gather(jt.S, dofs))
+    inertia = inertia_matrix(model, body, R, p)
+    if qd is None:
+        return Bodies(R, p, S, None, None, inertia, None)
+    vJ = jnp.sum(S * gather(_pad(qd), dofs)[:, :, None], axis=1)
+    v = vp + vJ
+    c = cross_motion(v, vJ)
+    if jt.cJ is not None:
+        c = c + transform_motion(R, p, gather(jt.cJ, body))
+    p_bias = cross_force(v, mv(inertia, v))
+    if jt.f_ext is not None:
+        p_bias = p_bias - transform_force(R, p, gather(jt.f_ext, body))
+    return Bodies(R, p, S, v, c, inertia, p_bias)
+
+
+def root_parent(model: Model, n, C, dtype):
+    """Pose and velocity of the world, as the parent of the n root bodies."""
+    R = jnp.broadcast_to(jnp.eye(3, dtype=dtype)[None, :, :, None], (n, 3, 3, C))
+    return R, jnp.zeros((n, 3, C), dtype), jnp.zeros((n, 6, C), dtype)
+
+
+def level_bodies(model: Model, jt: Joints, qd=None):
+    """Body terms of the root level, then of the other levels stacked (L - 1, W, ...) by a
+    ``lax.scan`` root to leaves (the poses of a level are those of its parents, composed)."""
+    sw = model.topology.sweep
+    C = jt.R.shape[-1]
+    dtype = jt.R.dtype
+    root = sw.root
+    n0 = len(root.bodies)
+    b0 = bodies(model, jt, np.asarray(root.bodies), root.dofs, root_parent(model, n0, C, dtype), qd)
+    if not len(sw.body):
+        return b0, None
+    W = sw.body.shape[1]
+    fill = lambda x: jnp.zeros((W,) + x.shape[1:], x.dtype).at[:n0].set(x)  # noqa: E731
+
+    def step(prev, xs):
+        body, dofs, P = xs
+        b = bodies(model, jt, body, dofs, tuple(parent_rows(P, x) for x in prev), qd)
+        return (b.R, b.p, b.v if qd is not None else prev[2]), b
+
+    init = (fill(b0.R), fill(b0.p), fill(b0.v) if qd is not None else jnp.zeros((W, 6, C), dtype))
+    _, rest = jax.lax.scan(step, init, (sw.body, sw.dofs, jnp.asarray(sw.parent, dtype)))
+    return b0, rest
+
+
+def coordinates(model: Model, x0, xs):
+    """Per-coordinate results (nv, ...) in q order, from the root level's (n0, w0, ...) and
+    the other levels' (L - 1, W, w, ...)."""
+    flat = x0.reshape((-1,) + x0.shape[2:])
+    if xs is not None:
+        flat = jnp.concatenate([flat, xs.reshape((-1,) + xs.shape[3:])])
+    return gather(flat, model.topology.sweep.dof_order)
+
+
+def spd_inverse(D):
+    """Inverse of symmetric positive definite (..., w, w, C) matrices, w small: Cholesky
+    D = L L^T, X = L^-1 by substitution, D^-1 = X^T X, written out entry by entry (every
+    operation elementwise along the states)."""
+    w = D.shape[-2]
+    if w == 1:
+        return 1.0 / D
+    L = [[None] * w for _ in range(w)]
+    for j in range(w):
+        d = jnp.sqrt(D[..., j, j, :] - sum(L[j][k] ** 2 for k in range(j)))
+        L[j][j] = d
+        for i in range(j + 1, w):
+            L[i][j] = (D[..., i, j, :] - sum(L[i][k] * L[j][k] for k in range(j))) / d
+    X = [[None] * w for _ in range(w)]
+    for i in range(w):
+        X[i][i] = 1.0 / L[i][i]
+        for j in range(i):
+            X[i][j] = -sum(L[i][k] * X[k][j] for k in range(j, i)) * X[i][i]
+    rows = [[sum(X[k][a] * X[k][b] for k in range(max(a, b), w)) for b in range(w)] for a in range(w)]
+    return jnp.stack([jnp.stack(r, -2) for r in rows], -3)
+
+
+# -------------------------------------------------------------------------- batching
+def routed(kernel, plain):
+    """``fn(model, *states)``: ``kernel`` (see :func:`batch_rule`) for values, single or
+    vmapped, and the derivatives of ``plain(model, *states)``, the same function written for
+    one state (forward and reverse mode, with respect to the model too)."""
+    fast = batch_rule(kernel)
+
+    @jax.custom_jvp
+    def fn(model, *xs):
+        return fast(model, *xs)
+
+    @fn.defjvp
+    def _jvp(primals, tangents):
+        return jax.jvp(plain, primals, tangents)
+
+    return fn
+
+
+def batch_rule(kernel, n_out_dims=1):
+    """Make ``fn(model, *states)`` (states: arrays of shape (n,) or (n, m)) run ``kernel``
+    on the batch-minor layout when vmapped.
+
+    ``kernel(model, *states)`` takes every state with the C states in its last axis and
+    returns one output with them last too. Unbatched calls use C = 1. A vmap over the model
+    falls back to a plain vmap of the single call.
+    """
+
+    def single(model, *xs):
+        return kernel(model, *(x[..., None] for x in xs))[..., 0]
+
+    fn = jax.custom_batching.custom_vmap(single)
+
+    @fn.def_vmap
+    def rule(axis_size, in_batched, model, *xs):
+        model_batched, xs_batched = in_batched[0], in_batched[1:]
+        if any(jax.tree_util.tree_leaves(model_batched)):
+            axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, model_batched),) + tuple(
+                0 if b else None for b in xs_batched
+            )
+            return jax.vmap(single, in_axes=axes)(model, *xs), True
+        xs = [x if b else jnp.broadcast_to(x, (axis_size,) + x.shape) for x, b in zip(xs, xs_batched)]
+        return run_chunked(lambda *ys: kernel(model, *ys), axis_size, xs), True
+
+    return fn
+
+
+def run_chunked(kernel, B, xs, chunk=None):
+    """``kernel`` over a batch (B, ...) of each of ``xs``: moved to the last axis, in chunks."""
+    C = min(B, chunk or CHUNK)
+    n = -(-B // C)
+    last = lambda x: jnp.moveaxis(x, 0, -1)  # noqa: E731
+    if n == 1:
+        return jnp.moveaxis(kernel(*(last(x) for x in xs)), -1, 0)
+    pad = n * C - B
+    # padding states repeat the last one (valid input: no division by zero, no NaN)
+    xs = [jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad,) + x.shape[1:])]) if pad else x for x in xs]
+    chunks = [jnp.moveaxis(x.reshape((n, C) + x.shape[1:]), 1, -1) for x in xs]
+    out = jax.lax.map(lambda ys: kernel(*ys), chunks)  # (n, ..., C)
+    out = jnp.moveaxis(out, -1, 1)
+    return out.reshape((n * C,) + out.shape[2:])[:B]
