@@ -5,12 +5,15 @@ from __future__ import annotations
 import equinox as eqx
 import jax.numpy as jnp
 
+import jax
+
 from .. import spatial
 from ..checks import check_state
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
-from .bodies import body_terms, gravity_acceleration
+from .bodies import body_terms, check_external_forces, gravity_acceleration
+from .levels import coordinates, dot, gather, joints, level_bodies, mv, parent_rows, routed, to_parents
 
 
 def rnea_from(model: Model, tk, q, qd, qdd, f_ext=None):
@@ -38,6 +41,65 @@ def body_accelerations(model: Model, tk, c, qdd):
     return jnp.asarray(topo.dof_ancestors, qdd.dtype) @ (tk.S * qdd[:, None]) + A @ c + gravity_acceleration(model)
 
 
+def rnea_kernel(model: Model, q, qd, qdd, f_ext=None):
+    """RNEA for C states in the last axis (q (nq, C), qd and qdd (nv, C), f_ext (nb, 6, C)),
+    level by level (:mod:`.levels`, RBDA Table 5.1 in world coordinates):
+
+      a_i = a_parent + S_i qdd_i + c_i,   f_i = I_i a_i + v_i x* I_i v_i - f_ext,i   (root to leaves)
+      F_i = f_i + sum_{children} F_j,     tau_i = S_i^T F_i + armature qdd_i           (leaves to root)
+    """
+    sw = model.topology.sweep
+    if sw is None:  # nothing moves
+        return jnp.zeros((0,) + qdd.shape[1:], qdd.dtype)
+    b0, rest = level_bodies(model, joints(model, q, qd, f_ext), qd)
+    C, dtype = qdd.shape[-1], qdd.dtype
+    qdd = jnp.pad(qdd, ((0, 1), (0, 0)))
+    arm = jnp.pad(model.armature, (0, 1))[:, None]
+    root = sw.root
+    n0 = len(root.bodies)
+
+    def force(b, a_parent, dofs):
+        a = a_parent + b.c + jnp.sum(b.S * gather(qdd, dofs)[:, :, None], axis=1)
+        return a, mv(b.inertia, a) + b.p_bias
+
+    def torque(b, F, dofs):
+        return dot(b.S, F[:, None]) + gather(arm, dofs) * gather(qdd, dofs)
+
+    gravity = jnp.concatenate([-model.gravity, jnp.zeros(3, dtype)])[None, :, None]
+    a0, f0 = force(b0, gravity, root.dofs)
+    if rest is None:
+        return coordinates(model, torque(b0, f0, root.dofs), None)
+    P = jnp.asarray(sw.parent, dtype)
+    W = P.shape[-1]
+
+    def forward(a_prev, xs):
+        b, dofs, P = xs
+        return force(b, parent_rows(P, a_prev), dofs)
+
+    _, f = jax.lax.scan(forward, jnp.zeros((W, 6, C), dtype).at[:n0].set(a0), (rest, sw.dofs, P))
+
+    def backward(acc, xs):
+        b, f, dofs, P = xs
+        F = f + acc
+        return to_parents(P, F), torque(b, F, dofs)
+
+    acc, taus = jax.lax.scan(backward, jnp.zeros((W, 6, C), dtype), (rest, f, sw.dofs, P), reverse=True)
+    return coordinates(model, torque(b0, f0 + acc[:n0], root.dofs), taus)
+
+
+def _rnea_plain(model: Model, q, qd, qdd, f_ext=None):
+    return rnea_from(model, tree_kinematics(model, q), q, qd, qdd, f_ext)
+
+
+#: rnea without input checks: batch-minor kernel for values, derivatives through ``rnea_from``
+rnea_fast = routed(rnea_kernel, _rnea_plain)
+
+
+def rnea_call(model: Model, q, qd, qdd, f_ext=None):
+    """:data:`rnea_fast` with ``f_ext`` optional (None: no external wrenches)."""
+    return rnea_fast(model, q, qd, qdd) if f_ext is None else rnea_fast(model, q, qd, qdd, jnp.asarray(f_ext, qdd.dtype))
+
+
 @eqx.filter_jit
 def rnea(model: Model, q, qd, qdd, f_ext=None):
     """Joint torques (nv,) that produce the accelerations ``qdd`` at state (q, qd).
@@ -46,4 +108,6 @@ def rnea(model: Model, q, qd, qdd, f_ext=None):
     external wrench on each body, ``(force, moment about the body origin)`` in body axes.
     """
     q, qd, qdd = check_state(model, q, qd=qd, qdd=qdd)
-    return rnea_from(model, tree_kinematics(model, q), q, qd, qdd, f_ext)
+    if f_ext is not None:
+        check_external_forces(model, f_ext)
+    return rnea_call(model, q, qd, qdd, f_ext)

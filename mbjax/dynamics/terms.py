@@ -18,15 +18,15 @@ from ..formulations.dynamics import forward_dynamics_maximal
 from ..kane.models import kane_forward_dynamics_from
 from .aba import aba_from
 from .bodies import external_forces_or_zero, world_inertias
-from .crba import mass_matrix_from, momentum_matrix_from
-from .rnea import rnea_from
+from .crba import crba_fast, momentum_matrix_from
+from .rnea import rnea_call
 
 
 @eqx.filter_jit
 def nonlinear_effects(model: Model, q, qd):
     """Bias torques h(q, qd) (nv,): Coriolis, centrifugal and gravity (rnea with qdd = 0)."""
     q, qd = check_state(model, q, qd=qd)
-    return rnea_from(model, tree_kinematics(model, q), q, qd, jnp.zeros_like(qd))
+    return rnea_call(model, q, qd, jnp.zeros_like(qd))
 
 
 @eqx.filter_jit
@@ -34,7 +34,7 @@ def generalized_gravity(model: Model, q):
     """Gravity torques g(q) (nv,) (rnea with qd = qdd = 0)."""
     q = check_state(model, q)
     z = jnp.zeros(model.nv, q.dtype)
-    return rnea_from(model, tree_kinematics(model, q), q, z, z)
+    return rnea_call(model, q, z, z)
 
 
 @eqx.filter_jit
@@ -57,13 +57,13 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
 def forward_dynamics_from(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
     """:func:`forward_dynamics` without input checks, for use inside other algorithms (e.g.
     trajectory optimisation, whose trial steps may diverge to non-finite states)."""
-    tk = tree_kinematics(model, q)
     if method == "aba":
-        return aba_from(model, q, qd, tau, external_forces_or_zero(model, f_ext, tau.dtype))
+        return aba_from(model, q, qd, tau, None if f_ext is None else external_forces_or_zero(model, f_ext, tau.dtype))
     if method == "crba":
-        M = mass_matrix_from(model, tk)
-        h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
+        M = crba_fast(model, q)
+        h = rnea_call(model, q, qd, jnp.zeros_like(qd), f_ext)
         return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), tau - h)
+    tk = tree_kinematics(model, q)
     if method == "momentum":
         check_free_floating(model)
         return momentum_forward_dynamics_from(model, tk, q, qd, tau, f_ext)
