@@ -19,7 +19,7 @@ from ..kinematics import tree_kinematics
 from ..model.model import Model
 from .bodies import external_forces_or_zero
 from .crba import mass_matrix_from
-from .levels import batch_rule, coordinates, dot, gather, joints, level_bodies, mv, parent_rows, spd_inverse, to_parents
+from .levels import T, batch_rule, coordinates, dot, gather, joints, level_bodies, mm, mv, parent_rows, spd_inverse, to_parents
 from .rnea import rnea_from
 
 
@@ -30,7 +30,7 @@ def _project(IA, pA, S, tau, armature, pad):
     Padding rows of S are zero and get D = 1, so they contribute nothing.
     """
     U = mv(IA[:, None], S)  # (W, w, 6, C)
-    D = jnp.sum(S[:, :, None] * U[:, None], axis=-2)  # (W, w, w, C)
+    D = dot(S[:, :, None], U[:, None])  # (W, w, w, C)
     D = D + jnp.eye(D.shape[1], dtype=D.dtype)[:, :, None] * (armature + pad)[:, :, None]
     u = tau - dot(S, pA[:, None])
     return U, spd_inverse(D), u
@@ -38,20 +38,20 @@ def _project(IA, pA, S, tau, armature, pad):
 
 def _articulated(IA, pA, c, U, Dinv, u):
     """What a body passes to its parent: I^a = I^A - U D^-1 U^T, p^a = p^A + I^a c + U D^-1 u."""
-    W = jnp.sum(Dinv[:, :, :, None] * U[:, None], axis=2)  # D^-1 U^T, (W, w, 6, C)
-    Ia = IA - jnp.sum(U[:, :, :, None] * W[:, :, None], axis=1)
+    W = mm(Dinv, U)  # D^-1 U^T, (W, w, 6, C)
+    Ia = IA - mm(T(U), W)
     # kept exactly symmetric: U = I^A S assumes it, and rounding asymmetry fed back into the
     # parent's I^A grows level by level (10^-1 relative error on a 48-body ball-joint chain)
-    Ia = 0.5 * (Ia + jnp.swapaxes(Ia, 1, 2))
-    pa = pA + mv(Ia, c) + jnp.sum(W * u[:, :, None], axis=1)
+    Ia = 0.5 * (Ia + T(Ia))
+    pa = pA + mv(Ia, c) + mv(T(W), u)
     return Ia, pa
 
 
 def _accelerate(a_parent, c, S, U, Dinv, u):
     """qdd = D^-1 (u - U^T a'),  a = a' + S qdd,  with a' = a_parent + c (RBDA Table 7.1)."""
     a1 = a_parent + c
-    qdd = jnp.sum(Dinv * (u - dot(U, a1[:, None]))[:, None], axis=2)
-    return qdd, a1 + jnp.sum(S * qdd[:, :, None], axis=1)
+    qdd = mv(Dinv, u - dot(U, a1[:, None]))
+    return qdd, a1 + mv(T(S), qdd)
 
 
 def aba_kernel(model: Model, q, qd, tau, f_ext=None):

@@ -13,7 +13,7 @@ from ..kinematics import TreeKinematics, tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
 from .bodies import world_inertias
-from .levels import coordinates, joints, level_bodies, mv, routed, to_parents
+from .levels import coordinates, dot, joints, level_bodies, mv, routed, to_parents
 
 
 def composite_momentum(model: Model, tk: TreeKinematics):
@@ -80,7 +80,7 @@ def crba_kernel(model: Model, q):
     else:
         S = coordinates(model, b0.S, None)
     F = coordinates(model, mv(IC0[:, None], b0.S), Fs)  # (nv, 6, C)
-    return _from_products(model, jnp.sum(F[:, None] * S[None], axis=2))
+    return _from_products(model, dot(F[:, None], S[None]))
 
 
 #: the mass matrix without input checks: batch-minor kernel for values, derivatives through

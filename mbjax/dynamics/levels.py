@@ -36,6 +36,11 @@ CHUNK = 128
 
 
 # ----------------------------------------------------------------- batch-minor algebra
+def T(A):
+    """Transpose of (..., m, n, C) matrices."""
+    return jnp.swapaxes(A, -2, -3)
+
+
 def cross(a, b):
     """a x b for 3-vectors (..., 3, C)."""
     a0, a1, a2 = a[..., 0, :], a[..., 1, :], a[..., 2, :]
@@ -146,7 +151,7 @@ def inertia_matrix(model: Model, body, R, p):
     Ib = 0.5 * (Ib + jnp.swapaxes(Ib, -1, -2))[..., None]  # only the symmetric part is physical
     c = mv(R, com) + p
     eye = jnp.eye(3, dtype=p.dtype)[:, :, None]
-    IO = mm(mm(R, Ib), jnp.swapaxes(R, -2, -3)) + m * (jnp.sum(c * c, -2)[:, None, None] * eye - c[:, :, None] * c[:, None, :])
+    IO = mm(mm(R, Ib), T(R)) + m * (dot(c, c)[:, None, None] * eye - c[:, :, None] * c[:, None, :])
     h = m[..., 0] * c
     x, y, z = h[:, 0], h[:, 1], h[:, 2]
     zero = jnp.zeros_like(x)
@@ -169,7 +174,7 @@ def bodies(model: Model, jt: Joints, body, dofs, parent, qd=None) -> Bodies:
     inertia = inertia_matrix(model, body, R, p)
     if qd is None:
         return Bodies(R, p, S, None, None, inertia, None)
-    vJ = jnp.sum(S * gather(_pad(qd), dofs)[:, :, None], axis=1)
+    vJ = mv(T(S), gather(_pad(qd), dofs))
     v = vp + vJ
     c = cross_motion(v, vJ)
     if jt.cJ is not None:
@@ -297,7 +302,7 @@ def run_chunked(kernel, B, xs, chunk=None):
     pad = n * C - B
     # padding states repeat the last one (valid input: no division by zero, no NaN)
     xs = [jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad,) + x.shape[1:])]) if pad else x for x in xs]
-    chunks = [jnp.moveaxis(x.reshape((n, C) + x.shape[1:]), 1, -1) for x in xs]
-    out = jax.lax.map(lambda ys: kernel(*ys), chunks)  # (n, ..., C)
-    out = jnp.moveaxis(out, -1, 1)
+    # each chunk is transposed inside the loop, while it is in cache
+    chunks = [x.reshape((n, C) + x.shape[1:]) for x in xs]
+    out = jax.lax.map(lambda ys: jnp.moveaxis(kernel(*(last(y) for y in ys)), -1, 0), chunks)  # (n, C, ...)
     return out.reshape((n * C,) + out.shape[2:])[:B]

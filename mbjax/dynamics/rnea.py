@@ -13,7 +13,7 @@ from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
 from .bodies import body_terms, check_external_forces, gravity_acceleration
-from .levels import coordinates, dot, gather, joints, level_bodies, mv, parent_rows, routed, to_parents
+from .levels import T, coordinates, dot, gather, joints, level_bodies, mv, parent_rows, routed, to_parents
 
 
 def rnea_from(model: Model, tk, q, qd, qdd, f_ext=None):
@@ -59,7 +59,7 @@ def rnea_kernel(model: Model, q, qd, qdd, f_ext=None):
     n0 = len(root.bodies)
 
     def force(b, a_parent, dofs):
-        a = a_parent + b.c + jnp.sum(b.S * gather(qdd, dofs)[:, :, None], axis=1)
+        a = a_parent + b.c + mv(T(b.S), gather(qdd, dofs))
         return a, mv(b.inertia, a) + b.p_bias
 
     def torque(b, F, dofs):
@@ -76,6 +76,7 @@ def rnea_kernel(model: Model, q, qd, qdd, f_ext=None):
         b, dofs, P = xs
         return force(b, parent_rows(P, a_prev), dofs)
 
+    rest = rest._replace(R=None, p=None, v=None)  # not needed below: keep them out of the loops
     _, f = jax.lax.scan(forward, jnp.zeros((W, 6, C), dtype).at[:n0].set(a0), (rest, sw.dofs, P))
 
     def backward(acc, xs):
