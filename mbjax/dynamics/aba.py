@@ -10,7 +10,6 @@ zero motion and ``D = 1`` so that they produce exactly zero.
 
 from __future__ import annotations
 
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 
@@ -133,7 +132,7 @@ def _aba_jvp(primals, tangents):
     return qdd, jax.scipy.linalg.cho_solve(chol, dtau - dID)
 
 
-@eqx.filter_jit
+@jax.jit
 def aba(model: Model, q, qd, tau, f_ext=None):
     """Joint accelerations (nv,) under torques ``tau`` at state (q, qd).
 

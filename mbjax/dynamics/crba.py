@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import equinox as eqx
-import jax.numpy as jnp
-
 import jax
+import jax.numpy as jnp
 
 from .. import spatial
 from ..checks import check_state
@@ -88,7 +86,7 @@ def crba_kernel(model: Model, q):
 crba_fast = routed(crba_kernel, lambda model, q: mass_matrix_from(model, tree_kinematics(model, q)))
 
 
-@eqx.filter_jit
+@jax.jit
 def crba(model: Model, q):
     """The joint-space mass matrix M(q) (nv, nv), symmetric positive definite.
 

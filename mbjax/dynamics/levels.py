@@ -248,10 +248,10 @@ def spd_inverse(D):
 
 # -------------------------------------------------------------------------- batching
 def routed(kernel, plain):
-    """``fn(model, *states)``: ``kernel`` (see :func:`batch_rule`) for values, single or
-    vmapped, and the derivatives of ``plain(model, *states)``, the same function written for
-    one state (forward and reverse mode, with respect to the model too)."""
-    fast = batch_rule(kernel)
+    """``fn(model, *states)``: ``plain(model, *states)``, the same function written for one
+    state, whose values come from ``kernel`` when vmapped (:func:`batch_rule`) and whose
+    derivatives (forward and reverse mode, with respect to the model too) are plain's."""
+    fast = batch_rule(kernel, plain)
 
     @jax.custom_jvp
     def fn(model, *xs):
@@ -264,17 +264,18 @@ def routed(kernel, plain):
     return fn
 
 
-def batch_rule(kernel, n_out_dims=1):
-    """Make ``fn(model, *states)`` (states: arrays of shape (n,) or (n, m)) run ``kernel``
-    on the batch-minor layout when vmapped.
+def batch_rule(kernel, single=None):
+    """``fn(model, *states)`` that runs ``kernel`` on the batch-minor layout when vmapped.
 
-    ``kernel(model, *states)`` takes every state with the C states in its last axis and
-    returns one output with them last too. Unbatched calls use C = 1. A vmap over the model
-    falls back to a plain vmap of the single call.
+    ``kernel(model, *states)`` takes every state (an array per state, e.g. q (nq,)) with the
+    C states in a last axis and returns one output with them last too. Unbatched calls run
+    ``single(model, *states)``, by default the kernel with C = 1 (on XLA:CPU a few large
+    matrix products can beat the level sweeps for one state). A vmap over the model falls
+    back to a vmap of the single call.
     """
-
-    def single(model, *xs):
-        return kernel(model, *(x[..., None] for x in xs))[..., 0]
+    if single is None:
+        def single(model, *xs):
+            return kernel(model, *(x[..., None] for x in xs))[..., 0]
 
     fn = jax.custom_batching.custom_vmap(single)
 
@@ -286,7 +287,7 @@ def batch_rule(kernel, n_out_dims=1):
                 0 if b else None for b in xs_batched
             )
             return jax.vmap(single, in_axes=axes)(model, *xs), True
-        xs = [x if b else jnp.broadcast_to(x, (axis_size,) + x.shape) for x, b in zip(xs, xs_batched)]
+        xs = [x if b or x is None else jnp.broadcast_to(x, (axis_size,) + x.shape) for x, b in zip(xs, xs_batched)]
         return run_chunked(lambda *ys: kernel(model, *ys), axis_size, xs), True
 
     return fn
@@ -296,13 +297,14 @@ def run_chunked(kernel, B, xs, chunk=None):
     """``kernel`` over a batch (B, ...) of each of ``xs``: moved to the last axis, in chunks."""
     C = min(B, chunk or CHUNK)
     n = -(-B // C)
-    last = lambda x: jnp.moveaxis(x, 0, -1)  # noqa: E731
+    last = lambda x: None if x is None else jnp.moveaxis(x, 0, -1)  # noqa: E731
     if n == 1:
         return jnp.moveaxis(kernel(*(last(x) for x in xs)), -1, 0)
     pad = n * C - B
     # padding states repeat the last one (valid input: no division by zero, no NaN)
-    xs = [jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad,) + x.shape[1:])]) if pad else x for x in xs]
+    xs = [jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad,) + x.shape[1:])]) if pad and x is not None else x
+          for x in xs]
     # each chunk is transposed inside the loop, while it is in cache
-    chunks = [x.reshape((n, C) + x.shape[1:]) for x in xs]
+    chunks = [None if x is None else x.reshape((n, C) + x.shape[1:]) for x in xs]
     out = jax.lax.map(lambda ys: jnp.moveaxis(kernel(*(last(y) for y in ys)), -1, 0), chunks)  # (n, C, ...)
     return out.reshape((n * C,) + out.shape[2:])[:B]

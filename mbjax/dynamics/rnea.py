@@ -2,10 +2,8 @@
 
 from __future__ import annotations
 
-import equinox as eqx
-import jax.numpy as jnp
-
 import jax
+import jax.numpy as jnp
 
 from .. import spatial
 from ..checks import check_state
@@ -101,7 +99,7 @@ def rnea_call(model: Model, q, qd, qdd, f_ext=None):
     return rnea_fast(model, q, qd, qdd) if f_ext is None else rnea_fast(model, q, qd, qdd, jnp.asarray(f_ext, qdd.dtype))
 
 
-@eqx.filter_jit
+@jax.jit
 def rnea(model: Model, q, qd, qdd, f_ext=None):
     """Joint torques (nv,) that produce the accelerations ``qdd`` at state (q, qd).
 

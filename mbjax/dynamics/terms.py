@@ -22,14 +22,14 @@ from .crba import crba_fast, momentum_matrix_from
 from .rnea import rnea_call
 
 
-@eqx.filter_jit
+@jax.jit
 def nonlinear_effects(model: Model, q, qd):
     """Bias torques h(q, qd) (nv,): Coriolis, centrifugal and gravity (rnea with qdd = 0)."""
     q, qd = check_state(model, q, qd=qd)
     return rnea_call(model, q, qd, jnp.zeros_like(qd))
 
 
-@eqx.filter_jit
+@jax.jit
 def generalized_gravity(model: Model, q):
     """Gravity torques g(q) (nv,) (rnea with qd = qdd = 0)."""
     q = check_state(model, q)
@@ -74,7 +74,7 @@ def forward_dynamics_from(model: Model, q, qd, tau, f_ext=None, method: str = "a
     raise ValueError(f"unknown method {method!r}; use one of {('aba', 'crba', 'momentum', 'kane') + MAXIMAL_METHODS}")
 
 
-@eqx.filter_jit
+@jax.jit
 def kinetic_energy(model: Model, q, qd):
     """T = 1/2 sum_i v_i . I_i v_i + 1/2 sum_k armature_k qd_k^2 (= 1/2 qd^T M qd)."""
     q, qd = check_state(model, q, qd=qd)
@@ -84,7 +84,7 @@ def kinetic_energy(model: Model, q, qd):
     return 0.5 * jnp.sum(v * spatial.inertia_apply(*inertia, v)) + 0.5 * jnp.sum(model.armature * qd**2)
 
 
-@eqx.filter_jit
+@jax.jit
 def potential_energy(model: Model, q):
     """V = -sum_i m_i g . c_i (zero at the world origin)."""
     q = check_state(model, q)
@@ -104,7 +104,7 @@ def momentum(model: Model, q, qd, about: str = "world"):
     return _about(model, tk, h, about)
 
 
-@eqx.filter_jit
+@jax.jit
 def centroidal_momentum_matrix(model: Model, q):
     """A_G (6, nv) with h_G = A_G qd: momentum about the CoM in world axes (Orin et al. 2013)."""
     q = check_state(model, q)
