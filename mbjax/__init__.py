@@ -23,6 +23,7 @@ from .animate import animate
 from .configuration import difference, integrate, neutral, normalize, random_configuration
 from .dynamics.aba import aba
 from .dynamics.crba import crba
+from .dynamics.derivatives import aba_derivatives, rnea_derivatives
 from .dynamics.rnea import rnea
 from . import formulations, kane
 from .kane import BuildingBlockJoint, KaneBuilder, KaneSystem, kane_dynamics, kane_kinetic_energy, kane_momentum
@@ -99,7 +100,7 @@ from .formulations import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "JOINT_TYPES", "Model", "URDFError", "load_urdf", "ModelBuilder", "Topology", "aba", "body_velocities", "center_of_mass",
+    "JOINT_TYPES", "Model", "URDFError", "load_urdf", "ModelBuilder", "Topology", "aba", "aba_derivatives", "rnea_derivatives", "body_velocities", "center_of_mass",
     "center_of_mass_jacobian", "centroidal_momentum_matrix", "bundled_model_path", "check_inertia", "crba", "difference", "example_robot_path", "load_bundled", "load_example_robot",
     "forward_dynamics", "from_pinocchio_configuration", "to_pinocchio_configuration", "forward_kinematics", "frame_jacobian", "frame_jacobian_time_variation",
     "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "incidence_matrix",

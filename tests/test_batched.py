@@ -133,3 +133,51 @@ def test_float32_batch(model, states):
     assert out.dtype == jnp.float32
     # float32 keeps ~7 digits; a 9-body tree with a free root loses about two more to conditioning
     np.testing.assert_allclose(out, ref, rtol=0, atol=2e-4 * np.abs(ref).max())
+
+
+def test_state_derivatives(model, states, small_chunks):
+    """aba_derivatives / rnea_derivatives, single and vmapped (batch-minor kernels, tangents as
+    one more leading axis), against jax.jacfwd of aba / rnea through integrate (one state,
+    autodiff of the level sweep and of the matrix forms)."""
+    q, qd, x, f_ext = states
+    n = 9
+
+    def by_jacfwd(fn, q, qd, x, f):
+        g = lambda e, v, a: fn(model, mbjax.integrate(model, q, e), v, a, f)  # noqa: E731
+        return jax.jacfwd(g, argnums=(0, 1, 2))(jnp.zeros(model.nv), qd, x)
+
+    for fn, ref_fn in ((mbjax.aba_derivatives, mbjax.aba), (mbjax.rnea_derivatives, mbjax.rnea)):
+        batched = jax.jit(jax.vmap(fn, in_axes=(None, 0, 0, 0, 0)))(model, q[:n], qd[:n], x[:n], f_ext[:n])
+        single = jax.jit(fn)(model, q[0], qd[0], x[0], f_ext[0])
+        ref = jax.jit(jax.vmap(lambda q, qd, x, f: by_jacfwd(ref_fn, q, qd, x, f)))(q[:n], qd[:n], x[:n], f_ext[:n])
+        for k in range(3):
+            scale = np.abs(ref[k]).max()
+            np.testing.assert_allclose(batched[k], ref[k], rtol=0, atol=1e-10 * scale)
+            np.testing.assert_allclose(single[k], ref[k][0], rtol=0, atol=1e-10 * scale)
+
+
+def test_state_derivatives_match_pinocchio():
+    """Pinocchio's computeABADerivatives / computeRNEADerivatives on a floating-base robot
+    (its q derivative along the tangent space, free-flyer twists in the body frame)."""
+    pin = pytest.importorskip("pinocchio")
+    name = "solo12"
+    model = mbjax.load_example_robot(name, joint_order="pinocchio")
+    pm = pin.buildModelFromUrdf(str(mbjax.example_robot_path(name)), pin.JointModelFreeFlyer())
+    pd = pm.createData()
+    n = 5
+    rng = np.random.default_rng(4)
+    q = random_configurations(model, jax.random.PRNGKey(5), n)
+    qd, x = (jnp.asarray(rng.normal(size=(n, model.nv))) for _ in range(2))
+    qp = mbjax.to_pinocchio_configuration(model, np.asarray(q))
+    fd = jax.jit(jax.vmap(mbjax.aba_derivatives, in_axes=(None, 0, 0, 0)))(model, q, qd, x)
+    id_ = jax.jit(jax.vmap(mbjax.rnea_derivatives, in_axes=(None, 0, 0, 0)))(model, q, qd, x)
+    sym = lambda A: np.triu(A) + np.triu(A, 1).T  # noqa: E731  (Pinocchio fills the upper triangle)
+    for i in range(n):
+        pin.computeABADerivatives(pm, pd, qp[i], np.asarray(qd[i]), np.asarray(x[i]))
+        ref = (pd.ddq_dq, pd.ddq_dv, sym(pd.Minv))
+        for k in range(3):
+            np.testing.assert_allclose(fd[k][i], ref[k], rtol=0, atol=1e-10 * np.abs(ref[k]).max())
+        pin.computeRNEADerivatives(pm, pd, qp[i], np.asarray(qd[i]), np.asarray(x[i]))
+        ref = (pd.dtau_dq, pd.dtau_dv, sym(pd.M))
+        for k in range(3):
+            np.testing.assert_allclose(id_[k][i], ref[k], rtol=0, atol=1e-11 * np.abs(ref[k]).max())
