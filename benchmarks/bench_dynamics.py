@@ -404,12 +404,21 @@ def run(args):
             f, _ = compile_jit(aba_jac, model, q0, v0, t0_, name="aba jacfwd", robot=name)
             record(name, model, "aba jacfwd single (model arg)", bench(lambda: jax.block_until_ready(f(model, q0, v0, t0_))),
                    pin_jac, note="vs pinocchio.computeABADerivatives")
+            f, _ = compile_jit(mbjax.aba_derivatives, model, q0, v0, t0_, name="aba_derivatives", robot=name)
+            record(name, model, "aba_derivatives single (model arg)",
+                   bench(lambda: jax.block_until_ready(f(model, q0, v0, t0_))), pin_jac,
+                   note="vs pinocchio.computeABADerivatives")
         if "jac" in args.quantities and not args.quick:  # the batched Jacobian compiles for ~30 s or more
             Bj = args.jac_batch
             xs = (model, Qj[:Bj], Vj[:Bj], Tj[:Bj])
             f, c = compile_jit(jax.vmap(aba_jac, in_axes=(None, 0, 0, 0)), *xs, name="aba jacfwd vmap", robot=name, batch=Bj)
             memory.append(memory_record(c, name, "aba jacfwd vmap", Bj, resource))
             record(name, model, f"aba jacfwd vmap B={Bj} (per state)", bench(lambda: jax.block_until_ready(f(*xs))),
+                   pin_jac, Bj, note="vs pinocchio.computeABADerivatives")
+            f, c = compile_jit(jax.vmap(mbjax.aba_derivatives, in_axes=(None, 0, 0, 0)), *xs, name="aba_derivatives vmap",
+                               robot=name, batch=Bj)
+            memory.append(memory_record(c, name, "aba_derivatives vmap", Bj, resource))
+            record(name, model, f"aba_derivatives vmap B={Bj} (per state)", bench(lambda: jax.block_until_ready(f(*xs))),
                    pin_jac, Bj, note="vs pinocchio.computeABADerivatives")
 
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

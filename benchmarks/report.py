@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Markdown tables from the JSON files written by ``bench_dynamics.py``.
 
-    python benchmarks/report.py benchmarks/results/HOST_float64_single.json [more.json ...]
+    python benchmarks/report.py benchmarks/results/HOST_float64_single.json [more.json ...] [--plot out.png]
 
 Prints, per file, the timing table (mbjax vs Pinocchio), the compile-time table and the XLA
 memory analysis, ready to paste into ``benchmarks/README.md``. With two or more files it also
@@ -79,8 +79,45 @@ def compare_table(base, other):
     return "\n".join(out)
 
 
-def main(paths):
-    runs = [json.loads(Path(p).read_text()) for p in paths]
+def plot(run, path):
+    """Time per state against B for each batched quantity, one panel per robot, with
+    Pinocchio's time per call as a dashed line of the same colour."""
+    import re
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    robots = list(dict.fromkeys(r["robot"] for r in run["timings"]))
+    fig, axes = plt.subplots(1, len(robots), figsize=(4 * len(robots), 3.6), squeeze=False)
+    for ax, robot in zip(axes[0], robots):
+        series = {}
+        for r in run["timings"]:
+            m = re.match(r"(\w+) vmap B=(\d+) \(per state\)", r["quantity"])
+            if r["robot"] == robot and m:
+                series.setdefault(m.group(1), []).append((int(m.group(2)), r["mbjax_s"], r["pinocchio_s"]))
+        for k, (name, pts) in enumerate(sorted(series.items())):
+            pts.sort()
+            color = f"C{k}"
+            ax.plot([p[0] for p in pts], [p[1] * 1e6 for p in pts], "o-", color=color, label=f"mbjax {name}")
+            ax.axhline(pts[0][2] * 1e6, color=color, ls="--", lw=1, label=f"Pinocchio {name}")
+        ax.set(xscale="log", yscale="log", xlabel="batch size B", ylabel="µs per state", title=robot)
+        ax.legend(fontsize=7)
+    fig.suptitle(label(run["meta"]), fontsize=9)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    print(f"wrote {path}")
+
+
+def main(argv):
+    out = None
+    if "--plot" in argv:
+        i = argv.index("--plot")
+        out, argv = argv[i + 1], argv[:i] + argv[i + 2:]
+    runs = [json.loads(Path(p).read_text()) for p in argv]
+    if out:
+        plot(runs[0], out)
     for run in runs:
         print(timing_table(run), "\n")
         print(compile_table(run), "\n")
