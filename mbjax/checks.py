@@ -1,5 +1,7 @@
 """Input checks shared by every public function.
 
+Inputs are converted to the model's dtype (``model.dtype``): a float32 torque given to a float64
+model is promoted to float64, a float64 state given to a float32 model is rounded to float32.
 Shapes are checked at trace time (plain Python exceptions). Values are checked inside jit with
 one ``eqx.branched_error_if`` per call: NaN or infinite states, and quaternions (or unit
 complex numbers) in q that are not of unit norm, raise at run time with a message that says
@@ -23,9 +25,7 @@ _NOT_UNIT = (
 
 
 def _as_array(model, x, name, n):
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(model.dtype)
+    x = jnp.asarray(x, model.dtype)
     if x.shape != (n,):
         raise ValueError(
             f"{name} has shape {x.shape}; model {model.name!r} expects ({n},). "
@@ -46,7 +46,7 @@ def _unit_blocks(model):
 
 
 def check_state(model, *configurations, **vectors):
-    """Check and return ``(*configurations, *vectors.values())``.
+    """Check and return ``(*configurations, *vectors.values())`` in the model's dtype.
 
     ``configurations`` are q's (nq,); each keyword is a vector (nv,) named in the messages.
     """
