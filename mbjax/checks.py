@@ -70,3 +70,13 @@ def check_state(model, *configurations, **vectors):
     pred = jnp.stack(preds)
     out = eqx.branched_error_if(out, jnp.any(pred), jnp.argmax(pred), msgs)
     return out if len(out) > 1 else out[0]
+
+
+def check_nonnegative(x, message):
+    """``x`` (a number or an array) unchanged; ``message`` is raised when an entry is negative or
+    NaN: a ``ValueError`` at trace time for a Python number, ``eqx.error_if`` for an array."""
+    if isinstance(x, (int, float)):
+        if not x >= 0:
+            raise ValueError(f"{message}; got {x}")
+        return x
+    return eqx.error_if(x, ~jnp.all(jnp.asarray(x) >= 0), message)

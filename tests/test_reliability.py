@@ -40,3 +40,87 @@ def test_mixed_float_simulate_and_assemble(pendulum):
     q = mbjax.assemble(model, closures, np.array([1.0, -0.6, 1.8], np.float32))
     assert q.dtype == jnp.float64
     assert np.max(np.abs(mbjax.loop_residual(model, closures, q))) < 1e-12
+
+
+# ------------------------------------------------------------------ 6. smaller ones
+_URDF = """<robot name="r"><link name="base"/>
+<link name="arm"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
+<joint name="shoulder" type="{type}"><parent link="base"/><child link="arm"/><axis xyz="{axis}"/>{extra}</joint>
+</robot>"""
+
+
+@pytest.mark.parametrize(
+    "type_, axis, extra, match",
+    [
+        ("revolute", "0 0 1", '<limit lower="abc" upper="1" effort="1" velocity="1"/>', "joint 'shoulder'.*lower='abc'"),
+        ("revolute", "0 0 1", '<limit lower="0" upper="nan" effort="1" velocity="1"/>', "joint 'shoulder'.*upper='nan'"),
+        ("continuous", "0 0 1", '<limit effort="x" velocity="1"/>', "joint 'shoulder'.*effort='x'"),
+        ("revolute", "0 0 1", '<dynamics damping="?"/><limit lower="0" upper="1"/>', "joint 'shoulder'.*damping='\\?'"),
+        ("planar", "0 0 0", "", "joint 'shoulder'.*zero vector"),
+        ("prismatic", "0 0 0", '<limit lower="0" upper="1"/>', "joint 'shoulder'.*zero vector"),
+    ],
+)
+def test_urdf_bad_joint_numbers_name_the_joint(type_, axis, extra, match):
+    with pytest.raises(mbjax.URDFError, match=match):
+        mbjax.load_urdf(_URDF.format(type=type_, axis=axis, extra=extra))
+
+
+def test_load_mjcf_refuses_a_urdf():
+    path = mbjax.bundled_model_path("double_pendulum")
+    with pytest.raises(mbjax.MJCFError, match="is a URDF.*mbjax.load_urdf"):
+        mbjax.load_mjcf(path)
+    with pytest.raises(mbjax.MJCFError, match="is a URDF"):
+        mbjax.load_mjcf(open(path).read())
+
+
+def test_simulate_refuses_tau_of_the_wrong_length(pendulum):
+    q0, qd0 = jnp.array([0.3, 0.2]), jnp.zeros(2)
+    for tau in (jnp.ones(1), jnp.ones(3), 1.0):
+        with pytest.raises(ValueError, match=r"tau has shape .*expects \(2,\)"):
+            mbjax.simulate(pendulum, q0, qd0, 0.0, 0.1, tau=tau)
+    with pytest.raises(ValueError, match="a controller tau"):
+        mbjax.simulate(pendulum, q0, qd0, 0.0, 0.1, tau=lambda t, q, qd: jnp.ones(1))
+
+
+def test_assemble_says_when_the_loop_cannot_close():
+    model, closures = constraints.four_bar(ground=5.0)  # 0.4 + 1.0 + 0.8 < 5: no closed configuration
+    with pytest.raises(Exception, match="loops do not close.*residual between 1e\\+00 and 1e\\+01.*link lengths"):
+        jax.block_until_ready(mbjax.assemble(model, closures, jnp.array([0.0, 0.0, 3.1])))
+    model, closures = constraints.four_bar()
+    with pytest.raises(Exception, match="still between .* and falling: raise max_steps"):
+        jax.block_until_ready(mbjax.assemble(model, closures, jnp.array([1.0, -0.6, 1.8]), max_steps=1))
+
+
+def test_negative_gains_and_tolerances_are_refused(pendulum):
+    model, closures = constraints.four_bar()
+    q = mbjax.assemble(model, closures, jnp.array([1.0, -0.6, 1.8]))
+    z = jnp.zeros(3)
+    cfd = mbjax.constrained_forward_dynamics
+    with pytest.raises(ValueError, match="Baumgarte gains alpha and beta must be >= 0"):
+        cfd(model, closures, q, z, z, alpha=-1.0)
+    with pytest.raises(Exception, match="Baumgarte gains alpha and beta must be >= 0"):
+        jax.block_until_ready(cfd(model, closures, q, z, z, beta=jnp.array(-1.0)))
+    with pytest.raises(ValueError, match="Baumgarte gains"):
+        mbjax.maximal_dynamics(pendulum, mbjax.maximal_state(pendulum, jnp.zeros(2), jnp.zeros(2)), jnp.zeros(2),
+                               alpha=-2.0)
+    with pytest.raises(ValueError, match="rcond"):
+        cfd(model, closures, q, z, z, method="svd", rcond=-1e-3)
+    with pytest.raises(ValueError, match="assemble: tol must be >= 0"):
+        mbjax.assemble(model, closures, q, tol=-1e-9)
+    with pytest.raises(ValueError, match="simulate: atol must be >= 0"):
+        mbjax.simulate(pendulum, jnp.zeros(2), jnp.zeros(2), 0.0, 0.1, atol=-1e-6)
+    with pytest.raises(ValueError, match="simulate: rtol must be >= 0"):
+        mbjax.simulate(pendulum, jnp.zeros(2), jnp.zeros(2), 0.0, 0.1, rtol=float("nan"))
+
+
+def test_jacfwd_of_simulate_names_forward_mode(pendulum):
+    import diffrax
+
+    def final(q0, **kwargs):
+        return mbjax.simulate(pendulum, q0, jnp.zeros(2), 0.0, 0.05, saveat=[0.05], **kwargs).q[-1]
+
+    q0 = jnp.array([0.3, 0.2])
+    with pytest.raises(TypeError, match=r"adjoint=diffrax.ForwardMode\(\)"):
+        jax.jacfwd(final)(q0)
+    J = jax.jacfwd(lambda q: final(q, adjoint=diffrax.ForwardMode()))(q0)
+    assert J.shape == (2, 2) and np.all(np.isfinite(J))

@@ -7,7 +7,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import optimistix as optx
 
-from ..checks import check_state
+from ..checks import check_nonnegative, check_state
 from ..configuration import normalize
 from ..model.model import Model
 from .trajectory import Trajectory, diagnose
@@ -109,13 +109,22 @@ def simulate(
 
     **Returns:** a :class:`Trajectory`.
     """
+    rtol, atol = (check_nonnegative(x, f"simulate: {name} must be >= 0") for name, x in (("rtol", rtol), ("atol", atol)))
     # times are traced arrays, so that a new duration does not recompile
     dtype = model.dtype
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     dt0 = None if dt0 is None else jnp.asarray(dt0, dtype)
     rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)  # traced too
-    return _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_controller, rtol, atol, dt0,
-                     saveat, max_steps, event, adjoint, progress, energy, momentum, residual)
+    try:
+        return _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_controller, rtol, atol, dt0,
+                         saveat, max_steps, event, adjoint, progress, energy, momentum, residual)
+    except TypeError as e:
+        if "forward-mode autodiff" not in str(e):
+            raise
+        raise TypeError(
+            "simulate: forward-mode differentiation (jax.jvp, jax.jacfwd) needs adjoint=diffrax.ForwardMode(); "
+            "the default adjoint supports reverse mode (jax.grad, jax.jacrev) only"
+        ) from None
 
 
 @eqx.filter_jit

@@ -14,6 +14,7 @@ through which any formulation of the dynamics plugs into :func:`mbjax.simulate`.
 from __future__ import annotations
 
 import equinox as eqx
+import jax.numpy as jnp
 
 from ..configuration import normalize
 from ..dynamics.passive import passive_forces_from
@@ -62,7 +63,13 @@ def vector_field(t, y, args):
     q, qd = y
     qn = normalize(model, q)
     # the joints' springs and dampers (from MJCF or URDF <dynamics>) act in every simulation
-    tau = evaluate(controller, t, qn, qd) + passive_forces_from(model, qn, qd)
+    tau = evaluate(controller, t, qn, qd)
+    if jnp.shape(tau) != (model.nv,):
+        raise ValueError(
+            f"tau has shape {jnp.shape(tau)}; model {model.name!r} expects ({model.nv},), one torque per velocity "
+            "coordinate (a controller tau(t, q, qd) must return that shape too)"
+        )
+    tau = tau + passive_forces_from(model, qn, qd)
     kwargs = {} if f_ext is None else {"f_ext": evaluate(f_ext, t, qn, qd)}
     qdd = dynamics(model, qn, qd, tau, **kwargs)
     return configuration_rate(model, q, qd), qdd
