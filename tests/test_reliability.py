@@ -1,5 +1,7 @@
 """Issue 19: no crash, hang or silent NaN on the inputs users actually give."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -124,3 +126,44 @@ def test_jacfwd_of_simulate_names_forward_mode(pendulum):
         jax.jacfwd(final)(q0)
     J = jax.jacfwd(lambda q: final(q, adjoint=diffrax.ForwardMode()))(q0)
     assert J.shape == (2, 2) and np.all(np.isfinite(J))
+
+
+# ------------------------------------------------------------------ 5. command-line options
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["demo", "--duration", "nan"], "--duration: must be a finite number in"),
+        (["demo", "--duration", "inf"], "--duration: must be a finite number in"),
+        (["demo", "--duration", "-1"], "--duration: must be a finite number in"),
+        (["demo", "--duration", "abc"], "--duration: 'abc' is not a number"),
+        (["demo", "--dt", "0"], "--dt: must be a finite number in"),
+        (["demo", "--dt", "10", "--duration", "1"], "--dt: must be a finite number in"),
+        (["demo", "--dt", "0.5", "--duration", "0.1"], "--dt 0.5 is longer than --duration 0.1"),
+        (["demo", "--dt", "1e-9"], "2e\\+09 steps, more than 1e\\+07"),
+        (["demo", "--damping", "-5"], "--damping: must be a finite number in \\[0"),
+        (["demo", "--amplitude", "nan"], "--amplitude: must be a finite number"),
+        (["demo", "--seed", "-1"], "--seed: must be a finite number in \\[0"),
+        (["demo", "--seed", "1.5"], "--seed: '1.5' is not an integer"),
+        (["simulate", "double_pendulum", "--duration", "nan"], "--duration: must be a finite number"),
+        (["simulate", "double_pendulum", "--method", "xyz"], "--method: invalid choice: 'xyz'"),
+        (["simulate", "double_pendulum", "--rtol", "0"], "--rtol: must be a finite number in \\[1e-14, 0.1\\]"),
+        (["simulate", "double_pendulum", "--amplitude", "inf"], "--amplitude: must be a finite number"),
+    ],
+)
+def test_cli_refuses_bad_options_at_parse_time(argv, match, capsys):
+    from mbjax import cli
+
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert re.search(match, err), err
+
+
+def test_cli_methods_are_forward_dynamics_methods(capsys):
+    from mbjax import cli
+    from mbjax.dynamics.terms import METHODS
+
+    assert set(cli.METHODS) == set(METHODS)
+    # a method that does not apply to the model: its message, exit 1, no traceback
+    assert cli.main(["simulate", "double_pendulum", "--method", "momentum", "--duration", "0.01", "--quiet"]) == 1
+    assert "is not free-floating" in capsys.readouterr().err

@@ -22,6 +22,10 @@ from .crba import mass_matrix_from, momentum_matrix_from
 from .rnea import rnea_from
 
 
+#: the methods of :func:`forward_dynamics`
+METHODS = ("aba", "crba", "momentum", "kane") + MAXIMAL_METHODS
+
+
 @eqx.filter_jit
 def nonlinear_effects(model: Model, q, qd):
     """Bias torques h(q, qd) (nv,): Coriolis, centrifugal and gravity (rnea with qdd = 0)."""
@@ -71,7 +75,7 @@ def forward_dynamics_from(model: Model, q, qd, tau, f_ext=None, method: str = "a
         return forward_dynamics_maximal(model, q, qd, tau, f_ext, method)
     if method == "kane":
         return kane_forward_dynamics_from(model, q, qd, tau, external_forces_or_zero(model, f_ext, tau.dtype))
-    raise ValueError(f"unknown method {method!r}; use one of {('aba', 'crba', 'momentum', 'kane') + MAXIMAL_METHODS}")
+    raise ValueError(f"unknown method {method!r}; use one of {METHODS}")
 
 
 @eqx.filter_jit
