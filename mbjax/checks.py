@@ -80,3 +80,27 @@ def check_nonnegative(x, message):
             raise ValueError(f"{message}; got {x}")
         return x
     return eqx.error_if(x, ~jnp.all(jnp.asarray(x) >= 0), message)
+
+
+def check_external_forces(model, f_ext):
+    """``f_ext`` (nbodies, 6) in the model's dtype, ``None`` kept; NaN or infinite wrenches raise
+    inside jit."""
+    if f_ext is None:
+        return None
+    f_ext = jnp.asarray(f_ext, model.dtype)
+    if f_ext.shape != (model.nbodies, 6):
+        raise ValueError(
+            f"f_ext has shape {f_ext.shape}; expected ({model.nbodies}, 6): one body-frame wrench "
+            "(force, moment) per body, in model.body_names order"
+        )
+    return eqx.error_if(f_ext, ~jnp.all(jnp.isfinite(f_ext)), "f_ext contains NaN or infinite values")
+
+
+def check_accelerations(qdd):
+    """``qdd`` unchanged; non-finite accelerations (from inputs checked finite) raise inside jit."""
+    return eqx.error_if(
+        qdd, ~jnp.all(jnp.isfinite(qdd)),
+        "forward dynamics gave NaN or infinite accelerations from a finite state: the mass matrix is singular "
+        "(a joint moves no inertia at this configuration, e.g. a massless body, or a wheel with zero inertia and "
+        "its centre of mass on its axis). Give the bodies mass and rotational inertia, or add joint armature",
+    )

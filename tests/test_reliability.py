@@ -167,3 +167,68 @@ def test_cli_methods_are_forward_dynamics_methods(capsys):
     # a method that does not apply to the model: its message, exit 1, no traceback
     assert cli.main(["simulate", "double_pendulum", "--method", "momentum", "--duration", "0.01", "--quiet"]) == 1
     assert "is not free-floating" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ 4. singular mass matrices, f_ext
+def _wheel(check="raise", **wheel):
+    b = mbjax.ModelBuilder("cart", inertia_check=check)
+    b.add_body("chassis", joint="prismatic", axis=(1, 0, 0), mass=5.0, inertia=np.eye(3))
+    b.add_body("wheel", parent="chassis", joint="revolute", axis=(0, 1, 0), translation=(0.2, 0, 0), **wheel)
+    return b.build()
+
+
+@pytest.mark.parametrize(
+    "wheel",
+    [
+        dict(mass=1.0, com=(0, 0.05, 0)),  # all-zero inertia, centre of mass on the axis
+        dict(mass=1.0, inertia=np.diag([0.1, 0.0, 0.1])),  # inertia, but none about the axis
+        dict(),  # massless leaf
+    ],
+)
+def test_joint_that_moves_no_inertia_is_refused_at_load(wheel):
+    with pytest.raises(ValueError, match="joint 'wheel' \\(revolute\\) moves no inertia.*mass matrix is singular"):
+        _wheel(**wheel)
+
+
+def test_point_mass_on_a_spherical_joint_is_refused():
+    b = mbjax.ModelBuilder()
+    b.add_body("ball", joint="spherical", mass=1.0)
+    with pytest.raises(ValueError, match="joint 'ball' \\(spherical\\) moves no inertia"):
+        b.build()
+
+
+def test_joints_that_move_inertia_load():
+    _wheel(mass=1.0, com=(0, 0.05, 0.01))  # mass off the axis
+    _wheel(mass=1.0, armature=0.01)  # rotor inertia
+    b = mbjax.ModelBuilder()  # a massless link carrying a mass
+    b.add_body("link", joint="revolute", axis=(0, 1, 0))
+    b.add_body("arm", parent="link", joint="revolute", axis=(0, 1, 0), translation=(0, 0, -1), mass=1.0,
+               com=(0, 0, -0.5))
+    b.build()
+
+
+def test_singular_mass_matrix_raises_in_forward_dynamics():
+    with pytest.warns(UserWarning, match="moves no inertia"):
+        model = _wheel("warn", mass=1.0, com=(0, 0.05, 0))
+    q, z = jnp.zeros(2), jnp.zeros(2)
+    for method in ("aba", "crba"):
+        with pytest.raises(Exception, match="mass matrix is singular"):
+            jax.block_until_ready(mbjax.forward_dynamics(model, q, z, z, method=method))
+
+
+def test_non_finite_external_forces_are_refused(pendulum):
+    q, z = jnp.array([0.3, 0.2]), jnp.zeros(2)
+    f = jnp.zeros((pendulum.nbodies, 6)).at[1, 2].set(jnp.nan)
+    with pytest.raises(Exception, match="f_ext contains NaN or infinite values"):
+        jax.block_until_ready(mbjax.forward_dynamics(pendulum, q, z, z, f_ext=f))
+    with pytest.raises(Exception, match="f_ext contains NaN or infinite values"):
+        jax.block_until_ready(mbjax.forward_dynamics(pendulum, q, z, z, f_ext=f.at[1, 2].set(jnp.inf), method="kkt"))
+    with pytest.raises(Exception, match="f_ext contains NaN"):
+        jax.block_until_ready(mbjax.maximal_dynamics(pendulum, mbjax.maximal_state(pendulum, q, z), z, f_ext=f))
+    model, closures = constraints.four_bar()
+    qc = mbjax.assemble(model, closures, jnp.array([1.0, -0.6, 1.8]))
+    with pytest.raises(Exception, match="f_ext contains NaN"):
+        fc = jnp.full((model.nbodies, 6), jnp.nan)
+        jax.block_until_ready(mbjax.constrained_forward_dynamics(model, closures, qc, jnp.zeros(3), jnp.zeros(3), f_ext=fc))
+    with pytest.raises(ValueError, match=r"f_ext has shape \(6,\)"):
+        mbjax.forward_dynamics(pendulum, q, z, z, f_ext=jnp.zeros(6))

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..checks import check_nonnegative, check_state
+from ..checks import check_external_forces, check_nonnegative, check_state
 from ..dynamics.crba import mass_matrix_from
 from ..dynamics.rnea import rnea_from
 from ..kinematics import tree_kinematics
@@ -113,6 +113,7 @@ def constrained_forward_dynamics(
     """
     check_closures(model, closures)
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
+    f_ext = check_external_forces(model, f_ext)
     return constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha, beta, rcond, damping)
 
 

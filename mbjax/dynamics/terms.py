@@ -9,7 +9,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .. import spatial
-from ..checks import check_state
+from ..checks import check_accelerations, check_external_forces, check_state
 from ..formulations.free_floating import check_free_floating, momentum_forward_dynamics_from
 from ..kinematics import body_velocities_from, center_of_mass_from, tree_kinematics
 from ..model.model import Model
@@ -55,7 +55,7 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
     ``mbjax.kane``), mapped back to the model's velocity coordinates.
     """
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
-    return forward_dynamics_from(model, q, qd, tau, f_ext, method)
+    return check_accelerations(forward_dynamics_from(model, q, qd, tau, check_external_forces(model, f_ext), method))
 
 
 def forward_dynamics_from(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):

@@ -7,7 +7,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..checks import check_state
+from ..checks import check_external_forces, check_state
 from ..dynamics.bodies import external_forces_or_zero
 from ..model.model import Model
 from .barycentric import solve_barycentric
@@ -64,7 +64,7 @@ def _check_maximal(model: Model, state: MaximalState, tau, f_ext):
             raise ValueError(f"MaximalState.{name} has shape {jnp.shape(x)}; model {model.name!r} expects {shape}")
     tau = check_state(model, tau=tau)
     state = jax.tree_util.tree_map(lambda x: jnp.asarray(x, model.dtype), state)
-    return state, tau, None if f_ext is None else external_forces_or_zero(model, f_ext, tau.dtype)
+    return state, tau, check_external_forces(model, f_ext)
 
 
 @eqx.filter_jit
