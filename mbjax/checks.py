@@ -104,3 +104,10 @@ def check_accelerations(qdd):
         "(a joint moves no inertia at this configuration, e.g. a massless body, or a wheel with zero inertia and "
         "its centre of mass on its axis). Give the bodies mass and rotational inertia, or add joint armature",
     )
+
+
+def default_tolerance(dtype, float64_tolerance, ulps):
+    """A default tolerance for computations in ``dtype``: ``float64_tolerance``, or ``ulps``
+    units of roundoff (``ulps * finfo(dtype).eps``) where that is larger (float32: ``ulps *
+    1.2e-7``), so that the tolerance can be reached."""
+    return max(float64_tolerance, ulps * float(jnp.finfo(dtype).eps))

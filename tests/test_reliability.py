@@ -232,3 +232,24 @@ def test_non_finite_external_forces_are_refused(pendulum):
         jax.block_until_ready(mbjax.constrained_forward_dynamics(model, closures, qc, jnp.zeros(3), jnp.zeros(3), f_ext=fc))
     with pytest.raises(ValueError, match=r"f_ext has shape \(6,\)"):
         mbjax.forward_dynamics(pendulum, q, z, z, f_ext=jnp.zeros(6))
+
+
+# ------------------------------------------------------------------ 2. dtype-aware default tolerances
+def test_float32_defaults_follow_the_dtype(pendulum):
+    from mbjax.checks import default_tolerance
+
+    assert default_tolerance(jnp.float64, 1e-8, 1000) == 1e-8
+    assert default_tolerance(jnp.float32, 1e-8, 1000) == pytest.approx(1.19e-4, rel=1e-2)
+    m32 = pendulum.astype(jnp.float32)
+    q0, qd0 = jnp.array([0.3, 0.2]), jnp.zeros(2)
+    traj = mbjax.simulate(m32, q0, qd0, 0.0, 1.0, max_steps=1000)
+    assert traj.q.dtype == jnp.float32 and int(traj.stats["num_steps"]) < 500
+    np.testing.assert_allclose(traj.q, mbjax.simulate(pendulum, q0, qd0, 0.0, 1.0).q, atol=1e-3)
+
+    model, closures = constraints.four_bar()
+    model = model.astype(jnp.float32)
+    closures = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x,
+                                      closures)
+    q = mbjax.assemble(model, closures, jnp.array([1.0, -0.6, 1.8]))
+    assert q.dtype == jnp.float32
+    assert np.max(np.abs(mbjax.loop_residual(model, closures, q))) <= default_tolerance(jnp.float32, 1e-12, 100)

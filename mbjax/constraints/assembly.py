@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..checks import check_nonnegative, check_state
+from ..checks import check_nonnegative, check_state, default_tolerance
 from ..configuration import integrate_from
 from ..model.model import Model
 from .closures import LoopClosures
@@ -53,11 +53,13 @@ def _gauss_newton_step(model, closures, q):
 
 
 @eqx.filter_jit
-def assemble(model: Model, closures: LoopClosures, q, *, tol=1e-12, max_steps=100):
+def assemble(model: Model, closures: LoopClosures, q, *, tol=None, max_steps=100):
     """A configuration near ``q`` that closes every loop, ``|Phi(q)|_inf <= tol``.
 
-    **Arguments:** ``q`` (nq,) the guess; ``tol`` on the largest residual (metres, radians);
-    ``max_steps`` Gauss-Newton iterations.
+    **Arguments:** ``q`` (nq,) the guess; ``tol`` on the largest residual (metres, radians),
+    by default 1e-12 for a float64 model and 1.2e-5 for a float32 one (100 units of roundoff:
+    ``mbjax.checks.default_tolerance(model.dtype, 1e-12, 100)``); ``max_steps`` Gauss-Newton
+    iterations.
 
     **Returns:** q (nq,). Raises (``eqx.error_if``) if ``tol`` is not reached, with the order of
     magnitude of the residual reached: when Gauss-Newton stalled, the loops may not close at
@@ -68,6 +70,8 @@ def assemble(model: Model, closures: LoopClosures, q, *, tol=1e-12, max_steps=10
     """
     check_closures(model, closures)
     q = check_state(model, q)
+    if tol is None:
+        tol = default_tolerance(model.dtype, 1e-12, 100)
     tol = check_nonnegative(tol, "assemble: tol must be >= 0")
 
     def cond(state):

@@ -7,7 +7,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import optimistix as optx
 
-from ..checks import check_nonnegative, check_state
+from ..checks import check_nonnegative, check_state, default_tolerance
 from ..configuration import normalize
 from ..model.model import Model
 from .trajectory import Trajectory, diagnose
@@ -57,8 +57,8 @@ def simulate(
     f_ext=None,
     solver: diffrax.AbstractSolver | None = None,
     stepsize_controller: diffrax.AbstractStepSizeController | None = None,
-    rtol: float = 1e-8,
-    atol: float = 1e-8,
+    rtol: float | None = None,
+    atol: float | None = None,
     dt0=None,
     saveat=None,
     max_steps: int | None = 100_000,
@@ -90,7 +90,9 @@ def simulate(
       tolerances; implicit solvers such as ``Kvaerno5`` for stiff controllers).
     - ``stepsize_controller``: any diffrax controller (default
       ``PIDController(rtol, atol, step_ts=<saved times>)``; ``ConstantStepSize()`` with
-      ``dt0`` for fixed steps). ``rtol``, ``atol``: tolerances of the default controller.
+      ``dt0`` for fixed steps). ``rtol``, ``atol``: tolerances of the default controller;
+      by default 1e-8 for a float64 model and 1e-4 for a float32 one (1000 units of roundoff:
+      ``mbjax.checks.default_tolerance(model.dtype, 1e-8, 1000)``).
     - ``saveat``: a ``diffrax.SaveAt`` or an array of times (default: 201 evenly spaced
       times, plus the event time when ``event`` is given). With the default controller the
       steps end on the saved times; with another controller, states between steps come from
@@ -109,9 +111,12 @@ def simulate(
 
     **Returns:** a :class:`Trajectory`.
     """
-    rtol, atol = (check_nonnegative(x, f"simulate: {name} must be >= 0") for name, x in (("rtol", rtol), ("atol", atol)))
-    # times are traced arrays, so that a new duration does not recompile
     dtype = model.dtype
+    rtol, atol = (
+        default_tolerance(dtype, 1e-8, 1000) if x is None else check_nonnegative(x, f"simulate: {name} must be >= 0")
+        for name, x in (("rtol", rtol), ("atol", atol))
+    )
+    # times are traced arrays, so that a new duration does not recompile
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     dt0 = None if dt0 is None else jnp.asarray(dt0, dtype)
     rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)  # traced too
