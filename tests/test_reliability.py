@@ -253,3 +253,37 @@ def test_float32_defaults_follow_the_dtype(pendulum):
     q = mbjax.assemble(model, closures, jnp.array([1.0, -0.6, 1.8]))
     assert q.dtype == jnp.float32
     assert np.max(np.abs(mbjax.loop_residual(model, closures, q))) <= default_tolerance(jnp.float32, 1e-12, 100)
+
+
+# ------------------------------------------------------------------ 8. identification's rank decision
+def _nearly_dependent(delta, seed=0):
+    """8 independent columns, an exact combination, and a combination perturbed by ``delta``."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(200, 8))
+    z = rng.normal(size=200)
+    z -= A @ np.linalg.lstsq(A, z, rcond=None)[0]
+    c = A[:, 2] + A[:, 3]
+    return np.column_stack([A, A[:, 0] + A[:, 1], c + delta * np.linalg.norm(c) / np.linalg.norm(z) * z])
+
+
+def test_base_parameter_rank_does_not_flip_near_the_threshold():
+    import warnings
+
+    from mbjax import identify
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a clear gap: no warning
+        ranks = {identify.base_parameters(_nearly_dependent(d)).rank for d in (3e-10, 5e-10, 2e-9, 5e-9)}
+    assert ranks == {8}
+    assert identify.base_parameters(_nearly_dependent(0.1)).rank == 9
+    assert identify.base_parameters(_nearly_dependent(2e-9), rank_tol=1e-9).rank == 9  # an explicit threshold
+
+
+def test_base_parameters_warn_without_a_clear_gap():
+    from mbjax import identify
+
+    rng = np.random.default_rng(1)
+    a, z = rng.normal(size=200), rng.normal(size=(200, 13))
+    W = np.column_stack([a + 10.0**-k * z[:, k] for k in range(13)])  # pivots fall by 10 per column
+    with pytest.warns(UserWarning, match="rank of W is not clear-cut"):
+        identify.base_parameters(W)
