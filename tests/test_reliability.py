@@ -287,3 +287,21 @@ def test_base_parameters_warn_without_a_clear_gap():
     W = np.column_stack([a + 10.0**-k * z[:, k] for k in range(13)])  # pivots fall by 10 per column
     with pytest.warns(UserWarning, match="rank of W is not clear-cut"):
         identify.base_parameters(W)
+
+
+# ------------------------------------------------------------------ 3. divergence in simulate
+def test_divergence_is_reported_with_its_time_and_causes(pendulum):
+    unstable = mbjax.PD(pendulum, -100.0, -10.0, mbjax.Setpoint(jnp.zeros(2), jnp.zeros(2)))
+    q0, qd0 = jnp.array([0.3, 0.2]), jnp.zeros(2)
+    for max_steps in (100_000, None):  # None used to run forever
+        with pytest.raises(mbjax.DivergenceError, match=r"diverged after t = 0\.0\d+ .*unstable controller"):
+            mbjax.simulate(pendulum, q0, qd0, 0.0, 1.0, tau=unstable, max_steps=max_steps)
+    with pytest.raises(Exception, match="the system diverged: .*unstable controller"):  # inside vmap: no time
+        jax.block_until_ready(mbjax.simulate_batch(pendulum, jnp.stack([q0, q0]), jnp.stack([qd0, qd0]), 0.0, 1.0,
+                                                   tau=unstable))
+
+
+def test_zero_tolerances_are_refused(pendulum):
+    with pytest.raises(Exception, match="rtol and atol are both 0"):
+        jax.block_until_ready(mbjax.simulate(pendulum, jnp.array([0.3, 0.2]), jnp.zeros(2), 0.0, 0.1, rtol=0.0,
+                                             atol=0.0).q)

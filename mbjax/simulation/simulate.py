@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import diffrax
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import optimistix as optx
 
@@ -15,6 +16,18 @@ from .vector_field import as_dynamics, vector_field
 
 #: saved times when ``saveat`` is not given
 DEFAULT_SAVES = 201
+#: a run has diverged once max |qd| exceeds this multiple of (1 + max |qd0|), or the state is not finite
+DIVERGENCE = 1e6
+_DIVERGED = (
+    "simulate: the system diverged{when}: the state became non-finite or max |qd| grew past {factor:.0e} (1 + max "
+    "|qd0|). Likely causes: an unstable controller (gains of the wrong sign or too large for the model), a "
+    "singular mass matrix (a joint that moves no inertia), joint springs or dampers too stiff for an explicit "
+    "solver (try solver=diffrax.Kvaerno5()), or external forces that grow without bound"
+)
+
+
+class DivergenceError(RuntimeError):
+    """:func:`simulate`'s state blew up (see its message for when, and the likely causes)."""
 
 
 def progress_meter(progress):
@@ -43,6 +56,22 @@ def as_event(event, model, tol):
         return event(t, normalize(args[0], q), qd)
 
     return diffrax.Event(cond_fn, root_finder=optx.Newton(rtol=tol, atol=tol))
+
+
+def with_divergence(event, qd0):
+    """``event`` (a ``diffrax.Event`` or None) that also stops the run when it diverges (see
+    :data:`DIVERGENCE`); its ``event_mask`` is ``(event's mask, diverged)``, or ``diverged``
+    without ``event``."""
+    bound = DIVERGENCE * (1.0 + jnp.max(jnp.abs(qd0), initial=0.0))
+
+    def diverged(t, y, args, **kwargs):
+        q, qd = y
+        finite = jnp.all(jnp.isfinite(q)) & jnp.all(jnp.isfinite(qd))
+        return ~finite | (jnp.max(jnp.abs(qd), initial=0.0) > bound)
+
+    if event is None:
+        return diffrax.Event(diverged)
+    return diffrax.Event((event.cond_fn, diverged), event.root_finder, (event.direction, None))
 
 
 def simulate(
@@ -98,6 +127,11 @@ def simulate(
       steps end on the saved times; with another controller, states between steps come from
       the solver's dense interpolation, whose order is below the solver's.
     - ``max_steps``: step budget (an error says so when it runs out).
+
+    A run whose state becomes non-finite or whose velocities grow past :data:`DIVERGENCE`
+    times their initial scale stops with a :class:`DivergenceError` that says when (inside
+    ``jax.jit`` or ``vmap``: an ``eqx.error_if`` without the time), except with
+    ``BacksolveAdjoint`` or ``ImplicitAdjoint``, which do not support events.
     - ``event``: stop when a condition crosses zero: a function ``cond(t, q, qd)`` (e.g.
       :func:`joint_limit_event`) or a ``diffrax.Event``; the time is located by Newton's
       method to ``atol``.
@@ -121,8 +155,8 @@ def simulate(
     dt0 = None if dt0 is None else jnp.asarray(dt0, dtype)
     rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)  # traced too
     try:
-        return _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_controller, rtol, atol, dt0,
-                         saveat, max_steps, event, adjoint, progress, energy, momentum, residual)
+        traj, diverged = _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_controller, rtol,
+                                   atol, dt0, saveat, max_steps, event, adjoint, progress, energy, momentum, residual)
     except TypeError as e:
         if "forward-mode autodiff" not in str(e):
             raise
@@ -130,6 +164,13 @@ def simulate(
             "simulate: forward-mode differentiation (jax.jvp, jax.jacfwd) needs adjoint=diffrax.ForwardMode(); "
             "the default adjoint supports reverse mode (jax.grad, jax.jacrev) only"
         ) from None
+    if isinstance(diverged, jax.core.Tracer):  # under jit or vmap: no time in the message
+        return eqx.error_if(traj, diverged, _DIVERGED.format(when="", factor=DIVERGENCE))
+    if diverged:
+        last = traj.ts[jnp.isfinite(traj.ts) & jnp.all(jnp.isfinite(traj.qd), axis=-1)]
+        when = f" after t = {float(last[-1]):.6g} (its last finite saved time)" if last.size else ""
+        raise DivergenceError(_DIVERGED.format(when=when, factor=DIVERGENCE))
+    return traj
 
 
 @eqx.filter_jit
@@ -137,6 +178,9 @@ def _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_contr
               max_steps, event, adjoint, progress, energy, momentum, residual):
     q0, qd0 = check_state(model, q0, qd=qd0)
     dynamics = as_dynamics(method)
+    adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
+    detect = not isinstance(adjoint, (diffrax.BacksolveAdjoint, diffrax.ImplicitAdjoint))
+    event = as_event(event, model, atol)
     controller = jnp.zeros(model.nv, qd0.dtype) if tau is None else tau
     if saveat is None:
         ts = jnp.linspace(t0, t1, DEFAULT_SAVES, dtype=qd0.dtype)
@@ -146,6 +190,8 @@ def _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_contr
     if stepsize_controller is None:
         # steps end on the saved times: saved states carry the solver's accuracy, not that of
         # its (lower-order) dense interpolation
+        rtol = eqx.error_if(rtol, (rtol == 0) & (atol == 0), "simulate: rtol and atol are both 0, which no step can "
+                            "meet; give a positive tolerance")
         stepsize_controller = diffrax.PIDController(rtol=rtol, atol=atol, step_ts=getattr(saveat.subs, "ts", None))
     sol = diffrax.diffeqsolve(
         diffrax.ODETerm(vector_field),
@@ -157,11 +203,15 @@ def _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_contr
         args=(model, dynamics, controller, f_ext),
         saveat=saveat,
         stepsize_controller=stepsize_controller,
-        adjoint=diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint,
-        event=as_event(event, model, atol),
+        adjoint=adjoint,
+        event=with_divergence(event, qd0) if detect else event,
         max_steps=max_steps,
         progress_meter=progress_meter(progress),
     )
     q, qd = sol.ys
     fields = diagnose(model, sol.ts, q, qd, energy, momentum, residual)
-    return Trajectory(**fields, event=None if event is None else sol.event_mask, stats=sol.stats)
+    if not detect:
+        user_mask, diverged = sol.event_mask, jnp.asarray(False)
+    else:
+        user_mask, diverged = (None, sol.event_mask) if event is None else sol.event_mask
+    return Trajectory(**fields, event=None if event is None else user_mask, stats=sol.stats), diverged
