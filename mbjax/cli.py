@@ -7,7 +7,8 @@ position on the configuration manifold with :func:`mbjax.integrate` -- written a
 ``jax.lax.scan`` over :func:`mbjax.aba`, and reports the energy balance.
 
 ``mbjax simulate MODEL`` integrates passive motion with :func:`mbjax.simulate` (diffrax,
-adaptive steps) and reports the energy drift.
+adaptive steps) and reports the energy balance: the energy minus the work of the joints'
+springs and dampers, whose drift is the integration error, and the energy they dissipated.
 
 ``mbjax info`` prints a model's sizes, total mass, kinematic tree, joints, their slices of q
 and v, limits and body masses (URDF, MJCF, bundled or example-robot-data models).
@@ -465,12 +466,14 @@ def cmd_simulate(args) -> int:
     t0 = time.perf_counter()
     traj = simulate(model, q0, qd0, 0.0, args.duration, method=args.method, solver=solver, rtol=args.rtol,
                     atol=args.rtol, energy=True, progress=not args.quiet)
-    E = np.asarray(traj.energy)
+    E, W = np.asarray(traj.energy), np.asarray(traj.work)
     wall = time.perf_counter() - t0
     print(f"steps     {int(traj.stats['num_steps'])} ({int(traj.stats['num_rejected_steps'])} rejected), "
           f"{wall:.2f} s wall including compilation")
-    print(f"energy    initial {E[0]:.12g} J, final {E[-1]:.12g} J, "
-          f"largest relative drift {np.abs(E - E[0]).max() / max(abs(E[0]), 1e-300):.3e}")
+    print(f"energy    initial {E[0]:.12g} J, final {E[-1]:.12g} J; work of joint springs and dampers {W[-1]:.6g} J "
+          f"(dissipated {0.0 - W[-1]:.6g} J)")
+    print(f"balance   E(t) - E(0) - work(t): largest relative drift {np.abs(E - E[0] - W).max() / max(abs(E[0]), 1e-300):.3e} "
+          "(integration error)")
     if args.plot:
         traj.plot(args.plot, model=model)
         print(f"plot      {os.path.abspath(args.plot)}")

@@ -305,3 +305,31 @@ def test_zero_tolerances_are_refused(pendulum):
     with pytest.raises(Exception, match="rtol and atol are both 0"):
         jax.block_until_ready(mbjax.simulate(pendulum, jnp.array([0.3, 0.2]), jnp.zeros(2), 0.0, 0.1, rtol=0.0,
                                              atol=0.0).q)
+
+
+# ------------------------------------------------------------------ 7. energy balance, not drift
+def test_energy_balance_accounts_for_dissipation_controls_and_wrenches(pendulum):
+    import equinox as eqx
+
+    damped = eqx.tree_at(lambda m: (m.damping, m.stiffness), pendulum, (jnp.full(2, 0.5), jnp.full(2, 2.0)))
+    q0, qd0 = jnp.array([1.0, -0.5]), jnp.array([0.5, 1.0])
+    traj = mbjax.simulate(damped, q0, qd0, 0.0, 2.0, energy=True)
+    scale = abs(float(traj.energy[0]))
+    assert abs(float(traj.energy[-1] - traj.energy[0])) > 1e-2 * scale  # the dampers take energy out
+    assert float(traj.work[-1]) < 0.0 and np.max(np.abs(traj.energy_error)) < 1e-7 * scale
+    # a controller and a constant external wrench do work too
+    pd = mbjax.PD(pendulum, 5.0, 0.5, mbjax.Setpoint(jnp.array([0.2, 0.1]), jnp.zeros(2)))
+    f = jnp.zeros((pendulum.nbodies, 6)).at[-1].set(jnp.array([1.0, 0.0, 0.5, 0.0, 0.2, 0.0]))
+    traj = mbjax.simulate(pendulum, q0, qd0, 0.0, 2.0, tau=pd, f_ext=f, energy=True)
+    assert np.max(np.abs(traj.energy_error)) < 1e-7 * scale < np.max(np.abs(traj.work))
+
+
+def test_cli_simulate_reports_the_energy_balance(tmp_path, capsys):
+    from mbjax import cli
+
+    urdf = tmp_path / "damped.urdf"
+    urdf.write_text(open(mbjax.bundled_model_path("double_pendulum")).read().replace('damping="0.0"', 'damping="0.3"'))
+    assert cli.main(["simulate", str(urdf), "--duration", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert float(re.search(r"\(dissipated (\S+) J\)", out).group(1)) > 0.1
+    assert float(re.search(r"E\(t\) - E\(0\) - work\(t\): largest relative drift (\S+)", out).group(1)) < 1e-7

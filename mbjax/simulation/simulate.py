@@ -52,7 +52,7 @@ def as_event(event, model, tol):
         raise TypeError("event must be a diffrax.Event or a function cond(t, q, qd) -> scalar")
 
     def cond_fn(t, y, args, **kwargs):
-        q, qd = y
+        q, qd = y[:2]
         return event(t, normalize(args[0], q), qd)
 
     return diffrax.Event(cond_fn, root_finder=optx.Newton(rtol=tol, atol=tol))
@@ -65,7 +65,7 @@ def with_divergence(event, qd0):
     bound = DIVERGENCE * (1.0 + jnp.max(jnp.abs(qd0), initial=0.0))
 
     def diverged(t, y, args, **kwargs):
-        q, qd = y
+        q, qd = y[:2]
         finite = jnp.all(jnp.isfinite(q)) & jnp.all(jnp.isfinite(qd))
         return ~finite | (jnp.max(jnp.abs(qd), initial=0.0) > bound)
 
@@ -140,7 +140,10 @@ def simulate(
       memory in the number of steps, for systems that can be integrated backwards in time
       (not strongly damped ones); ``diffrax.ForwardMode()`` for ``jax.jvp`` / ``jax.jacfwd``).
     - ``progress``: ``True`` for a progress bar (tqdm, or text without it), or a diffrax meter.
-    - ``energy``, ``momentum``: also record total energy and spatial momentum.
+    - ``energy``, ``momentum``: also record total energy and spatial momentum. With
+      ``energy``, the work done by the applied forces (controls, joint springs and dampers,
+      ``f_ext``) is integrated with the state, so ``energy - energy[0] - work`` is the
+      integration error (a ``diffrax.Event`` then sees ``y = (q, qd, work)``).
     - ``residual``: a function ``residual(model, q, qd)`` (constraint residuals) to record.
 
     **Returns:** a :class:`Trajectory`.
@@ -199,7 +202,7 @@ def _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_contr
         t0,
         t1,
         dt0,
-        (q0, qd0),
+        (q0, qd0, jnp.zeros((), qd0.dtype)) if energy else (q0, qd0),
         args=(model, dynamics, controller, f_ext),
         saveat=saveat,
         stepsize_controller=stepsize_controller,
@@ -208,8 +211,10 @@ def _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_contr
         max_steps=max_steps,
         progress_meter=progress_meter(progress),
     )
-    q, qd = sol.ys
+    q, qd = sol.ys[:2]
     fields = diagnose(model, sol.ts, q, qd, energy, momentum, residual)
+    if energy:
+        fields["work"] = jnp.where(jnp.isfinite(sol.ts), sol.ys[2], jnp.nan)
     if not detect:
         user_mask, diverged = sol.event_mask, jnp.asarray(False)
     else:
