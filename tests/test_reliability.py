@@ -58,8 +58,9 @@ _URDF = """<robot name="r"><link name="base"/>
         ("revolute", "0 0 1", '<limit lower="0" upper="nan" effort="1" velocity="1"/>', "joint 'shoulder'.*upper='nan'"),
         ("continuous", "0 0 1", '<limit effort="x" velocity="1"/>', "joint 'shoulder'.*effort='x'"),
         ("revolute", "0 0 1", '<dynamics damping="?"/><limit lower="0" upper="1"/>', "joint 'shoulder'.*damping='\\?'"),
-        ("planar", "0 0 0", "", "joint 'shoulder'.*zero vector"),
-        ("prismatic", "0 0 0", '<limit lower="0" upper="1"/>', "joint 'shoulder'.*zero vector"),
+        ("planar", "0 0 0", "", "joint 'shoulder'.*not a direction"),
+        ("prismatic", "0 0 0", '<limit lower="0" upper="1"/>', "joint 'shoulder'.*not a direction"),
+        ("planar", "0 0 inf", "", "joint 'shoulder'.*not a direction"),
     ],
 )
 def test_urdf_bad_joint_numbers_name_the_joint(type_, axis, extra, match):
@@ -333,3 +334,9 @@ def test_cli_simulate_reports_the_energy_balance(tmp_path, capsys):
     out = capsys.readouterr().out
     assert float(re.search(r"\(dissipated (\S+) J\)", out).group(1)) > 0.1
     assert float(re.search(r"E\(t\) - E\(0\) - work\(t\): largest relative drift (\S+)", out).group(1)) < 1e-7
+
+
+def test_simulate_refuses_non_finite_times(pendulum):
+    for t1 in (np.nan, np.inf):
+        with pytest.raises(Exception, match="t0 and t1 must be finite"):
+            jax.block_until_ready(mbjax.simulate(pendulum, jnp.array([0.3, 0.2]), jnp.zeros(2), 0.0, t1).q)

@@ -373,6 +373,7 @@ def _vector(x, n, what):
 
 def _unit(x, what):
     a = _vector(x, 3, what)
+    a = a / max(np.abs(a).max(), 1.0)  # no overflow in the norm of huge entries
     n = np.linalg.norm(a)
     if n < 1e-12:
         raise ValueError(f"{what} is the zero vector; give a direction")

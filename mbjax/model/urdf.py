@@ -235,9 +235,11 @@ def _add_joint(builder, joint, links, mimic):
     axis_el = joint.find("axis")
     axis = _floats(axis_el.get("xyz", "1 0 0"), 3, f"axis of joint {jname!r}") if axis_el is not None else np.array([1.0, 0, 0])
     kind = _TYPES[jtype]
-    if kind not in ("fixed", "free") and not np.linalg.norm(axis) > 0:
-        raise URDFError(f"joint {jname!r}: <axis xyz={axis_el.get('xyz')!r}> is the zero vector; give the joint's direction")
-    if kind == "planar" and not np.allclose(axis / np.linalg.norm(axis), [0, 0, 1]):
+    if kind not in ("fixed", "free") and not (np.all(np.isfinite(axis)) and np.any(axis != 0)):
+        raise URDFError(f"joint {jname!r}: <axis xyz={axis_el.get('xyz')!r}> is not a direction; give a finite, "
+                        "non-zero vector")
+    direction = axis / np.abs(axis).max(initial=1.0)  # scaled first: no overflow in the norm
+    if kind == "planar" and not np.allclose(direction / np.linalg.norm(direction), [0, 0, 1]):
         raise URDFError(f"planar joint {jname!r}: only the x-y plane (axis 0 0 1) is supported; rotate its origin instead")
     options = {}
     what = f"joint {jname!r}"

@@ -180,6 +180,7 @@ def simulate(
 def _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_controller, rtol, atol, dt0, saveat,
               max_steps, event, adjoint, progress, energy, momentum, residual):
     q0, qd0 = check_state(model, q0, qd=qd0)
+    t0, t1 = eqx.error_if((t0, t1), ~(jnp.isfinite(t0) & jnp.isfinite(t1)), "simulate: t0 and t1 must be finite")
     dynamics = as_dynamics(method)
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
     detect = not isinstance(adjoint, (diffrax.BacksolveAdjoint, diffrax.ImplicitAdjoint))
