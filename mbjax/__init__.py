@@ -83,7 +83,7 @@ from .model.urdf import URDFError, load_urdf
 from .robots import bundled_model_path, example_robot_path, load_bundled, load_example_robot
 from . import identify, plotting, simulation, trajopt
 from .simulation import (
-    PD, ComputedTorque, FeedForward, PathReference, Setpoint, Trajectory, configuration_rate, joint_limit_event,
+    DivergenceError, PD, ComputedTorque, FeedForward, PathReference, Setpoint, Trajectory, configuration_rate, joint_limit_event,
     shard_batch, simulate, simulate_batch,
 )
 from .formulations import (
@@ -112,7 +112,7 @@ __all__ = [
     "FloatingInertia", "GeneralizedJacobian", "base_velocity", "floating_forward_dynamics", "floating_inertia",
     "floating_inverse_dynamics", "floating_jacobians", "floating_momentum", "from_floating",
     "generalized_jacobian", "reaction_null_space", "to_floating", "FloatingComputedTorque",
-    "PD", "ComputedTorque", "FeedForward", "PathReference", "Setpoint", "Trajectory", "configuration_rate",
+    "DivergenceError", "PD", "ComputedTorque", "FeedForward", "PathReference", "Setpoint", "Trajectory", "configuration_rate",
     "joint_limit_event", "plotting", "shard_batch", "simulate", "simulate_batch", "simulation",
     "formulations", "MaximalSolution", "MaximalState", "PrescribedBase", "constraint_violation", "joint_state",
     "maximal_dynamics", "maximal_state", "maximal_state_derivative",

@@ -1,5 +1,7 @@
 """Input checks shared by every public function.
 
+Inputs are converted to the model's dtype (``model.dtype``): a float32 torque given to a float64
+model is promoted to float64, a float64 state given to a float32 model is rounded to float32.
 Shapes are checked at trace time (plain Python exceptions). Values are checked inside jit with
 one ``eqx.branched_error_if`` per call: NaN or infinite states, and quaternions (or unit
 complex numbers) in q that are not of unit norm, raise at run time with a message that says
@@ -23,9 +25,7 @@ _NOT_UNIT = (
 
 
 def _as_array(model, x, name, n):
-    x = jnp.asarray(x)
-    if not jnp.issubdtype(x.dtype, jnp.floating):
-        x = x.astype(model.dtype)
+    x = jnp.asarray(x, model.dtype)
     if x.shape != (n,):
         raise ValueError(
             f"{name} has shape {x.shape}; model {model.name!r} expects ({n},). "
@@ -46,7 +46,7 @@ def _unit_blocks(model):
 
 
 def check_state(model, *configurations, **vectors):
-    """Check and return ``(*configurations, *vectors.values())``.
+    """Check and return ``(*configurations, *vectors.values())`` in the model's dtype.
 
     ``configurations`` are q's (nq,); each keyword is a vector (nv,) named in the messages.
     """
@@ -70,3 +70,44 @@ def check_state(model, *configurations, **vectors):
     pred = jnp.stack(preds)
     out = eqx.branched_error_if(out, jnp.any(pred), jnp.argmax(pred), msgs)
     return out if len(out) > 1 else out[0]
+
+
+def check_nonnegative(x, message):
+    """``x`` (a number or an array) unchanged; ``message`` is raised when an entry is negative or
+    NaN: a ``ValueError`` at trace time for a Python number, ``eqx.error_if`` for an array."""
+    if isinstance(x, (int, float)):
+        if not x >= 0:
+            raise ValueError(f"{message}; got {x}")
+        return x
+    return eqx.error_if(x, ~jnp.all(jnp.asarray(x) >= 0), message)
+
+
+def check_external_forces(model, f_ext):
+    """``f_ext`` (nbodies, 6) in the model's dtype, ``None`` kept; NaN or infinite wrenches raise
+    inside jit."""
+    if f_ext is None:
+        return None
+    f_ext = jnp.asarray(f_ext, model.dtype)
+    if f_ext.shape != (model.nbodies, 6):
+        raise ValueError(
+            f"f_ext has shape {f_ext.shape}; expected ({model.nbodies}, 6): one body-frame wrench "
+            "(force, moment) per body, in model.body_names order"
+        )
+    return eqx.error_if(f_ext, ~jnp.all(jnp.isfinite(f_ext)), "f_ext contains NaN or infinite values")
+
+
+def check_accelerations(qdd):
+    """``qdd`` unchanged; non-finite accelerations (from inputs checked finite) raise inside jit."""
+    return eqx.error_if(
+        qdd, ~jnp.all(jnp.isfinite(qdd)),
+        "forward dynamics gave NaN or infinite accelerations from a finite state: the mass matrix is singular "
+        "(a joint moves no inertia at this configuration, e.g. a massless body, or a wheel with zero inertia and "
+        "its centre of mass on its axis). Give the bodies mass and rotational inertia, or add joint armature",
+    )
+
+
+def default_tolerance(dtype, float64_tolerance, ulps):
+    """A default tolerance for computations in ``dtype``: ``float64_tolerance``, or ``ulps``
+    units of roundoff (``ulps * finfo(dtype).eps``) where that is larger (float32: ``ulps *
+    1.2e-7``), so that the tolerance can be reached."""
+    return max(float64_tolerance, ulps * float(jnp.finfo(dtype).eps))

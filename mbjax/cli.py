@@ -7,7 +7,8 @@ position on the configuration manifold with :func:`mbjax.integrate` -- written a
 ``jax.lax.scan`` over :func:`mbjax.aba`, and reports the energy balance.
 
 ``mbjax simulate MODEL`` integrates passive motion with :func:`mbjax.simulate` (diffrax,
-adaptive steps) and reports the energy drift.
+adaptive steps) and reports the energy balance: the energy minus the work of the joints'
+springs and dampers, whose drift is the integration error, and the energy they dissipated.
 
 ``mbjax info`` prints a model's sizes, total mass, kinematic tree, joints, their slices of q
 and v, limits and body masses (URDF, MJCF, bundled or example-robot-data models).
@@ -26,6 +27,47 @@ import time
 
 DEFAULT_MODEL = "double_pendulum"
 PLOT_HINT = 'install it with `pip install matplotlib` (or `pip install -e ".[plot]"` in a clone of mbjax)'
+#: the methods of mbjax.forward_dynamics (mbjax.dynamics.terms.METHODS, not imported: `--help` runs without jax)
+METHODS = ("aba", "crba", "momentum", "kane", "kkt", "sparse_kkt", "schur", "barycentric")
+#: most fixed steps one `mbjax demo` run may take
+MAX_DEMO_STEPS = 10_000_000
+
+
+# ------------------------------------------------------------------------------ options
+def _number(low, high, low_open=True, kind=float):
+    """An argparse type: a finite ``kind`` in (low, high], or [low, high] when not ``low_open``."""
+
+    def parse(text):
+        try:
+            x = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not {'an integer' if kind is int else 'a number'}") from None
+        if not (math.isfinite(x) and (low < x if low_open else low <= x) and x <= high):
+            interval = f"{'(' if low_open else '['}{low:g}, {high:g}]" if kind is float else f"[{low}, {high}]"
+            raise argparse.ArgumentTypeError(f"must be a finite number in {interval}; got {text}")
+        return x
+
+    return parse
+
+
+DURATION = _number(0.0, 1e4)  # s
+TIME_STEP = _number(0.0, 1.0)  # s
+DAMPING = _number(0.0, 1e6, low_open=False)  # N m s/rad
+AMPLITUDE = _number(0.0, 10.0, low_open=False)  # rad or m
+SEED = _number(0, 2**32 - 1, low_open=False, kind=int)
+TOLERANCE = _number(1e-14, 0.1, low_open=False)
+
+
+def check_options(args):
+    """Checks that involve several options: an error message, or None."""
+    if args.command != "demo":
+        return None
+    if args.dt > args.duration:
+        return f"--dt {args.dt:g} is longer than --duration {args.duration:g}"
+    steps = round(args.duration / args.dt)
+    if steps > MAX_DEMO_STEPS:
+        return f"--duration / --dt = {steps:.3g} steps, more than {MAX_DEMO_STEPS:.0e}: raise --dt or shorten --duration"
+    return None
 
 
 # ------------------------------------------------------------------------------ models
@@ -351,9 +393,6 @@ def _have_matplotlib() -> bool:
 def cmd_demo(args) -> int:
     import numpy as np
 
-    if args.dt <= 0 or args.duration <= 0:
-        print("mbjax demo: error: --dt and --duration must be positive", file=sys.stderr)
-        return 2
     if args.plot and not _have_matplotlib():
         print(f"mbjax demo: error: --plot needs matplotlib, which is not installed; {PLOT_HINT}, "
               "or run without --plot.", file=sys.stderr)
@@ -413,9 +452,6 @@ def cmd_simulate(args) -> int:
 
     from .simulation import simulate
 
-    if args.duration <= 0 or args.rtol <= 0:
-        print("mbjax simulate: error: --duration and --rtol must be positive", file=sys.stderr)
-        return 2
     if (args.plot or args.animate) and not _have_matplotlib():
         print(f"mbjax simulate: error: --plot and --animate need matplotlib, which is not installed; {PLOT_HINT}, "
               "or run without them.", file=sys.stderr)
@@ -430,12 +466,14 @@ def cmd_simulate(args) -> int:
     t0 = time.perf_counter()
     traj = simulate(model, q0, qd0, 0.0, args.duration, method=args.method, solver=solver, rtol=args.rtol,
                     atol=args.rtol, energy=True, progress=not args.quiet)
-    E = np.asarray(traj.energy)
+    E, W = np.asarray(traj.energy), np.asarray(traj.work)
     wall = time.perf_counter() - t0
     print(f"steps     {int(traj.stats['num_steps'])} ({int(traj.stats['num_rejected_steps'])} rejected), "
           f"{wall:.2f} s wall including compilation")
-    print(f"energy    initial {E[0]:.12g} J, final {E[-1]:.12g} J, "
-          f"largest relative drift {np.abs(E - E[0]).max() / max(abs(E[0]), 1e-300):.3e}")
+    print(f"energy    initial {E[0]:.12g} J, final {E[-1]:.12g} J; work of joint springs and dampers {W[-1]:.6g} J "
+          f"(dissipated {0.0 - W[-1]:.6g} J)")
+    print(f"balance   E(t) - E(0) - work(t): largest relative drift {np.abs(E - E[0] - W).max() / max(abs(E[0]), 1e-300):.3e} "
+          "(integration error)")
     if args.plot:
         traj.plot(args.plot, model=model)
         print(f"plot      {os.path.abspath(args.plot)}")
@@ -483,16 +521,18 @@ def build_parser() -> argparse.ArgumentParser:
                       help="bundled model (double_pendulum, quadruped), path to a .urdf, or an "
                            "example-robot-data name such as panda (default: %(default)s)")
     base_options(demo)
-    demo.add_argument("--duration", type=float, default=2.0, help="simulated time in s (default: %(default)s)")
-    demo.add_argument("--dt", type=float, default=1e-3, help="time step in s (default: %(default)s)")
-    demo.add_argument("--damping", type=float, default=0.0,
-                      help="viscous damping on every joint except the floating base, N m s/rad (default: 0)")
-    demo.add_argument("--seed", type=int, default=0, help="seed of the initial state (default: %(default)s)")
-    demo.add_argument("--amplitude", type=float, default=1.0,
+    demo.add_argument("--duration", type=DURATION, default=2.0, help="simulated time in s, at most 1e4 "
+                                                                     "(default: %(default)s)")
+    demo.add_argument("--dt", type=TIME_STEP, default=1e-3, help="time step in s, at most 1 and at most the duration; "
+                                                                "at most 1e7 steps (default: %(default)s)")
+    demo.add_argument("--damping", type=DAMPING, default=0.0,
+                      help="viscous damping on every joint except the floating base, N m s/rad, >= 0 (default: 0)")
+    demo.add_argument("--seed", type=SEED, default=0, help="seed of the initial state (default: %(default)s)")
+    demo.add_argument("--amplitude", type=AMPLITUDE, default=1.0,
                       help="initial joint displacement (rad) and velocity scale (default: %(default)s)")
     demo.add_argument("--plot", metavar="OUT.png", help="save joint positions and energies over time (needs matplotlib)")
     demo.add_argument("--quiet", action="store_true", help="no progress output")
-    demo.set_defaults(func=cmd_demo)
+    demo.set_defaults(func=cmd_demo, parser=demo)
 
     sim = sub.add_parser("simulate", help="integrate passive motion with mbjax.simulate (diffrax, adaptive steps)",
                          description="Integrate passive motion (gravity, zero torque) from a reproducible "
@@ -500,18 +540,20 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("model", metavar="MODEL", help="bundled model (double_pendulum, quadruped), path to a .urdf, "
                                                     "or an example-robot-data name such as panda")
     base_options(sim)
-    sim.add_argument("--duration", type=float, default=5.0, help="simulated time in s (default: %(default)s)")
-    sim.add_argument("--method", default="aba", help="forward-dynamics method (default: %(default)s)")
+    sim.add_argument("--duration", type=DURATION, default=5.0, help="simulated time in s, at most 1e4 "
+                                                                    "(default: %(default)s)")
+    sim.add_argument("--method", choices=METHODS, default="aba", help="forward-dynamics method (default: %(default)s)")
     sim.add_argument("--solver", choices=SOLVERS, default="tsit5", help="diffrax solver (default: %(default)s)")
-    sim.add_argument("--rtol", type=float, default=1e-8, help="relative = absolute tolerance (default: %(default)s)")
-    sim.add_argument("--seed", type=int, default=0, help="seed of the initial state (default: %(default)s)")
-    sim.add_argument("--amplitude", type=float, default=1.0,
+    sim.add_argument("--rtol", type=TOLERANCE, default=1e-8, help="relative = absolute tolerance, in [1e-14, 0.1] "
+                                                                 "(default: %(default)s)")
+    sim.add_argument("--seed", type=SEED, default=0, help="seed of the initial state (default: %(default)s)")
+    sim.add_argument("--amplitude", type=AMPLITUDE, default=1.0,
                      help="initial joint displacement (rad) and velocity scale (default: %(default)s)")
     sim.add_argument("--plot", metavar="OUT.png", help="save positions, velocities and energy drift (needs matplotlib)")
     sim.add_argument("--animate", metavar="OUT.gif", help="save a 3-D animation of the motion, .gif or .mp4 "
                                                          "(needs matplotlib; .mp4 needs ffmpeg)")
     sim.add_argument("--quiet", action="store_true", help="no progress bar")
-    sim.set_defaults(func=cmd_simulate)
+    sim.set_defaults(func=cmd_simulate, parser=sim)
 
     info = sub.add_parser("info", help="print a model's tree, joints, q/v slices, limits and masses",
                           description="Print a model's sizes, total mass, kinematic tree and joints table "
@@ -536,8 +578,14 @@ def _version() -> str:
 
 
 def main(argv=None) -> int:
+    """Run the command line; returns the exit status (2 for a bad option, as argparse)."""
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+        if args.command is not None and (problem := check_options(args)):
+            args.parser.error(problem)
+    except SystemExit as e:  # argparse: --help, --version, or a bad option (already printed)
+        return e.code
     if args.command is None:
         parser.print_help()
         return 2
@@ -550,7 +598,7 @@ def main(argv=None) -> int:
 
     try:
         return args.func(args)
-    except (URDFError, MJCFError, FileNotFoundError, KeyError, ModuleNotFoundError) as e:
+    except (ValueError, FileNotFoundError, KeyError, ModuleNotFoundError) as e:  # mbjax's messages say what to do
         msg = e.args[0] if isinstance(e, KeyError) and e.args else str(e)
         if isinstance(e, URDFError) and "mimic" in msg:
             msg += " On the command line: --mimic independent."

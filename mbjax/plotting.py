@@ -70,11 +70,17 @@ def plot_coordinates(traj, ax=None, model=None, kind: str = "q"):
 
 
 def plot_drift(traj, ax=None, quantity: str = "energy"):
-    """Relative drift ``|x(t) - x(0)| / |x(0)|`` of the recorded energy or momentum (log scale)."""
+    """Relative drift ``|x(t) - x(0)| / |x(0)|`` of the recorded energy or momentum (log scale).
+
+    The energy's is its balance, ``energy - work`` (the work of the applied forces, dampers
+    included, taken out): what remains is integration error."""
     plt = pyplot()
     values = getattr(traj, quantity)
     if values is None:
         raise ValueError(f"the trajectory has no {quantity}; simulate with {quantity}=True")
+    balance = quantity == "energy" and traj.work is not None
+    if balance:
+        values = values - traj.work
     ax = plt.subplots()[1] if ax is None else ax
     ts, ok = _valid(traj)
     x = np.asarray(values)[ok].reshape(ok.sum(), -1)
@@ -82,7 +88,7 @@ def plot_drift(traj, ax=None, quantity: str = "energy"):
     drift = np.abs(x - x[0]).max(axis=1) / scale
     ax.semilogy(ts[ok][1:], np.maximum(drift[1:], np.finfo(float).eps * 1e-3), label=quantity)
     ax.set_xlabel("time [s]")
-    ax.set_ylabel(f"relative {quantity} drift")
+    ax.set_ylabel("relative energy-balance error" if balance else f"relative {quantity} drift")
     ax.grid(alpha=0.3, which="both")
     return ax
 

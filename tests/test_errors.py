@@ -88,12 +88,17 @@ def test_builder_duplicates_and_unknown_names(floating):
         mbjax.forward_dynamics(floating, mbjax.neutral(floating), z, z, method="lu")
 
 
-def test_massless_subtree_warns():
-    b = mbjax.ModelBuilder()
+@pytest.mark.parametrize("check", ["raise", "warn"])
+def test_massless_subtree_is_refused_or_warns(check):
+    b = mbjax.ModelBuilder(inertia_check=check)
     b.add_body("a", joint="revolute", mass=1.0, inertia=np.eye(3))
     b.add_body("tip", parent="a", joint="prismatic")
-    with pytest.warns(UserWarning, match="mass matrix is singular"):
-        b.build()
+    if check == "raise":
+        with pytest.raises(ValueError, match="body 'tip'.*mass matrix is singular"):
+            b.build()
+    else:
+        with pytest.warns(UserWarning, match="body 'tip'.*mass matrix is singular"):
+            b.build()
 
 
 def test_fixed_only_model_loads_and_has_no_dofs():

@@ -16,7 +16,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..checks import check_state
+from ..checks import check_nonnegative, check_state, default_tolerance
 from ..configuration import integrate_from
 from ..model.model import Model
 from .closures import LoopClosures
@@ -25,6 +25,9 @@ from ..kinematics import tree_kinematics
 from .kinematics import jacobian_from, residual_from
 
 _STEPS = 0.5 ** jnp.arange(8.0)  # line-search step sizes
+# orders of magnitude of the residual named in assemble's error messages
+_DECADES = tuple(10.0**k for k in range(-15, 3))
+_MAGNITUDES = ["below 1e-15"] + [f"between {a:.0e} and {b:.0e}" for a, b in zip(_DECADES, _DECADES[1:])] + ["above 1e+02"]
 
 
 def _residual(model, closures, q):
@@ -50,19 +53,26 @@ def _gauss_newton_step(model, closures, q):
 
 
 @eqx.filter_jit
-def assemble(model: Model, closures: LoopClosures, q, *, tol=1e-12, max_steps=100):
+def assemble(model: Model, closures: LoopClosures, q, *, tol=None, max_steps=100):
     """A configuration near ``q`` that closes every loop, ``|Phi(q)|_inf <= tol``.
 
-    **Arguments:** ``q`` (nq,) the guess; ``tol`` on the largest residual (metres, radians);
-    ``max_steps`` Gauss-Newton iterations.
+    **Arguments:** ``q`` (nq,) the guess; ``tol`` on the largest residual (metres, radians),
+    by default 1e-12 for a float64 model and 1.2e-5 for a float32 one (100 units of roundoff:
+    ``mbjax.checks.default_tolerance(model.dtype, 1e-12, 100)``); ``max_steps`` Gauss-Newton
+    iterations.
 
-    **Returns:** q (nq,). Raises (``eqx.error_if``) if ``tol`` is not reached: give a better
-    guess or raise ``max_steps``; a guess on the far side of a singular configuration may
-    assemble the mechanism in another branch. Forward-mode differentiable; not through the
-    iteration in reverse mode.
+    **Returns:** q (nq,). Raises (``eqx.error_if``) if ``tol`` is not reached, with the order of
+    magnitude of the residual reached: when Gauss-Newton stalled, the loops may not close at
+    all (lengths or cut-joint placements that no configuration satisfies) or the guess lies
+    in the wrong basin; when it was still converging, raise ``max_steps``. A guess on the far
+    side of a singular configuration may assemble the mechanism in another branch.
+    Forward-mode differentiable; not through the iteration in reverse mode.
     """
     check_closures(model, closures)
     q = check_state(model, q)
+    if tol is None:
+        tol = default_tolerance(model.dtype, 1e-12, 100)
+    tol = check_nonnegative(tol, "assemble: tol must be >= 0")
 
     def cond(state):
         q, k = state
@@ -74,10 +84,18 @@ def assemble(model: Model, closures: LoopClosures, q, *, tol=1e-12, max_steps=10
 
     q, _ = jax.lax.while_loop(cond, body, (q, jnp.asarray(0)))
     err = jnp.max(jnp.abs(_residual(model, closures, q)))
-    return eqx.error_if(
-        q, err > tol, f"assemble: the loop residual did not reach tol in max_steps={max_steps} Gauss-Newton "
-        "steps; start from a better guess, raise max_steps or loosen tol"
-    )
+    # one more step tells a stall (a non-zero minimum of |Phi|) from slow convergence
+    stalled = jnp.max(jnp.abs(_residual(model, closures, _gauss_newton_step(model, closures, q)[0]))) > 0.5 * err
+    magnitude = jnp.searchsorted(jnp.asarray(_DECADES, err.dtype), err)
+    messages = [
+        f"assemble: the largest loop residual is still {m} after max_steps={max_steps} Gauss-Newton steps, "
+        "and falling: raise max_steps, loosen tol or start from a better guess" for m in _MAGNITUDES
+    ] + [
+        f"assemble: the loops do not close: Gauss-Newton stalled with the largest loop residual {m}, above tol. "
+        "The loops may not close at all: check the link lengths and the cut joints' placements; if they are "
+        "right, start from another guess" for m in _MAGNITUDES
+    ]
+    return eqx.branched_error_if(q, err > tol, stalled * len(_MAGNITUDES) + magnitude, messages)
 
 
 @eqx.filter_jit
@@ -86,6 +104,7 @@ def project_velocity(model: Model, closures: LoopClosures, q, qd, *, rcond=1e-10
     check_closures(model, closures)
     q, qd = check_state(model, q, qd=qd)
     A = jacobian_from(model, closures, tree_kinematics(model, q))
+    rcond = check_nonnegative(rcond, "project_velocity: rcond must be >= 0")
     return qd - jnp.linalg.pinv(A, rtol=rcond) @ (A @ qd)
 
 

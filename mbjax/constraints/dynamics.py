@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..checks import check_state
+from ..checks import check_external_forces, check_nonnegative, check_state
 from ..dynamics.crba import mass_matrix_from
 from ..dynamics.rnea import rnea_from
 from ..kinematics import tree_kinematics
@@ -68,6 +68,8 @@ def constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha,
     h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
     lk = loop_kinematics_from(model, closures, tk, q, qd)
     b = baumgarte(lk.gamma, lk.phi_dot, lk.phi, alpha, beta)  # Remark 4
+    rcond = check_nonnegative(rcond, "rcond (the relative rank threshold) must be >= 0")
+    damping = check_nonnegative(damping, "damping (the damped solver's regularisation) must be >= 0")
     qdd, lam = solve(method, M, tau - h, lk.jacobian, b, rcond, damping, checked)
     # w_l = sum over the rows c of closure l of W[c] lam[c]
     rows = np.asarray(closures.row_loops, np.int32)
@@ -111,6 +113,7 @@ def constrained_forward_dynamics(
     """
     check_closures(model, closures)
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
+    f_ext = check_external_forces(model, f_ext)
     return constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha, beta, rcond, damping)
 
 

@@ -53,7 +53,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial
-from ..checks import check_state
+from ..checks import check_external_forces, check_state
 from ..dynamics.passive import passive_forces_from
 from ..formulations.maximal import MaximalState, body_poses, maximal_state_from
 from ..model.model import Model
@@ -366,7 +366,8 @@ def huang_system(model: Model, closures: LoopClosures | None, q, qd, tau, dt, f_
     """
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
     state = maximal_state_from(model, q, qd)
-    force, moment = applied_loads(model, state, q, tau + passive_forces_from(model, q, qd), f_ext)
+    force, moment = applied_loads(model, state, q, tau + passive_forces_from(model, q, qd),
+                                  check_external_forces(model, f_ext))
     matrix, rhs, _ = huang_system_from(model, huang_joints(model, closures), state, force, moment,
                                        jnp.asarray(dt, qd.dtype))
     return matrix, rhs

@@ -16,6 +16,14 @@ against the motion of interest; tau of 10-100 steps is a common choice.
 
 from __future__ import annotations
 
+from ..checks import check_nonnegative
+
+_NEGATIVE_GAINS = (
+    "Baumgarte gains alpha and beta must be >= 0 (negative gains make the constraint error grow "
+    "exponentially); mbjax.constraints.critical(time_constant) with time_constant > 0 gives a critically "
+    "damped pair"
+)
+
 
 def baumgarte(gamma, phi_dot, phi=None, alpha=0.0, beta=0.0):
     """Stabilised right-hand side of ``Phi_q qdd = gamma``: ``gamma - alpha Phi_dot - beta Phi``.
@@ -24,6 +32,7 @@ def baumgarte(gamma, phi_dot, phi=None, alpha=0.0, beta=0.0):
     velocity-level residual; ``phi`` (m,) or None for a velocity-only constraint (Remark 4's
     ``v_dot + alpha v = 0``); ``alpha``, ``beta`` >= 0.
     """
+    alpha, beta = check_nonnegative(alpha, _NEGATIVE_GAINS), check_nonnegative(beta, _NEGATIVE_GAINS)
     rhs = gamma - alpha * phi_dot
     return rhs if phi is None else rhs - beta * phi
 

@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial
-from ..checks import check_state
+from ..checks import check_external_forces, check_state
 from ..configuration import integrate_from
 from ..dynamics.aba import aba_from
 from ..dynamics.bodies import external_forces_or_zero
@@ -151,6 +151,7 @@ def step(
     """
     _check(model, closures, method)
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
+    f_ext = check_external_forces(model, f_ext)
     return step_from(model, closures, q, qd, tau, jnp.asarray(dt, qd.dtype), f_ext, method, alpha, beta, rcond,
                      damping)
 
@@ -185,6 +186,7 @@ def rollout(
     """
     _check(model, closures, method)
     q0, qd0 = check_state(model, q0, qd=qd0)
+    f_ext = check_external_forces(model, f_ext)
     dt = jnp.asarray(dt, qd0.dtype)
     per_step = not callable(tau) and jnp.ndim(tau) == 2
     if not callable(tau) and jnp.shape(tau)[-1:] != (model.nv,):

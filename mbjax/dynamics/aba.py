@@ -13,10 +13,9 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..checks import check_state
+from ..checks import check_accelerations, check_external_forces, check_state
 from ..kinematics import tree_kinematics
 from ..model.model import Model
-from .bodies import external_forces_or_zero
 from .crba import mass_matrix_from
 from .levels import T, batch_rule, coordinates, dot, gather, joints, level_bodies, mm, mv, parent_rows, spd_inverse, to_parents
 from .rnea import rnea_from
@@ -143,4 +142,4 @@ def aba(model: Model, q, qd, tau, f_ext=None):
     wrenches and every model parameter) are analytic: see :func:`_aba_jvp`.
     """
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
-    return aba_from(model, q, qd, tau, None if f_ext is None else external_forces_or_zero(model, f_ext, tau.dtype))
+    return check_accelerations(aba_from(model, q, qd, tau, check_external_forces(model, f_ext)))

@@ -31,25 +31,20 @@ def gravity_acceleration(model: Model):
 def external_forces(model: Model, tk: TreeKinematics, f_ext):
     """Body-frame wrenches (nb, 6) -> world frame. ``f_ext[i]`` acts on body i and is given
     as ``(force, moment about the body-frame origin)`` in body-frame axes, as in Pinocchio."""
-    return spatial.transform_force(tk.R, tk.p, check_external_forces(model, jnp.asarray(f_ext, tk.p.dtype)))
-
-
-def check_external_forces(model: Model, f_ext):
-    """``f_ext`` if its shape is (nbodies, 6), else a ValueError that says what is expected."""
-    shape = jnp.shape(f_ext)
-    if shape != (model.nbodies, 6):
+    f_ext = jnp.asarray(f_ext, tk.p.dtype)
+    if f_ext.shape != (model.nbodies, 6):
         raise ValueError(
-            f"f_ext has shape {shape}; expected ({model.nbodies}, 6): one body-frame wrench "
+            f"f_ext has shape {f_ext.shape}; expected ({model.nbodies}, 6): one body-frame wrench "
             "(force, moment) per body, in model.body_names order"
         )
-    return f_ext
+    return spatial.transform_force(tk.R, tk.p, f_ext)
 
 
 def external_forces_or_zero(model: Model, f_ext, dtype):
     """``f_ext`` as an (nbodies, 6) array, zeros when None (for functions that need an array)."""
     if f_ext is None:
         return jnp.zeros((model.nbodies, 6), dtype)
-    return check_external_forces(model, jnp.asarray(f_ext, dtype))
+    return jnp.asarray(f_ext, dtype)
 
 
 def body_terms(model: Model, tk: TreeKinematics, q, qd, f_ext=None) -> BodyTerms:

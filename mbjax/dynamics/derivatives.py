@@ -21,7 +21,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..checks import check_state
+from ..checks import check_external_forces, check_state
 from ..configuration import integrate_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
@@ -100,7 +100,7 @@ _aba_derivatives = routed(_aba_derivatives_kernel, _aba_derivatives_plain)
 
 
 def _call(fn, model, q, qd, x, f_ext):
-    out = fn(model, q, qd, x) if f_ext is None else fn(model, q, qd, x, jnp.asarray(f_ext, x.dtype))
+    out = fn(model, q, qd, x) if f_ext is None else fn(model, q, qd, x, f_ext)
     return out[0], out[1], out[2]
 
 
@@ -115,7 +115,7 @@ def rnea_derivatives(model: Model, q, qd, qdd, f_ext=None):
     tangent space, and ``dtau_dqdd = M(q)`` (Pinocchio's ``computeRNEADerivatives``).
     """
     q, qd, qdd = check_state(model, q, qd=qd, qdd=qdd)
-    return _call(_rnea_derivatives, model, q, qd, qdd, f_ext)
+    return _call(_rnea_derivatives, model, q, qd, qdd, check_external_forces(model, f_ext))
 
 
 @jax.jit
@@ -128,4 +128,4 @@ def aba_derivatives(model: Model, q, qd, tau, f_ext=None):
     tangent space, and ``dqdd_dtau = M(q)^-1`` (Pinocchio's ``computeABADerivatives``).
     """
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
-    return _call(_aba_derivatives, model, q, qd, tau, f_ext)
+    return _call(_aba_derivatives, model, q, qd, tau, check_external_forces(model, f_ext))

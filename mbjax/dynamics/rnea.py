@@ -6,11 +6,11 @@ import jax
 import jax.numpy as jnp
 
 from .. import spatial
-from ..checks import check_state
+from ..checks import check_external_forces, check_state
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
-from .bodies import body_terms, check_external_forces, gravity_acceleration
+from .bodies import body_terms, gravity_acceleration
 from .levels import T, coordinates, dot, gather, joints, level_bodies, mv, parent_rows, routed, to_parents
 
 
@@ -107,6 +107,4 @@ def rnea(model: Model, q, qd, qdd, f_ext=None):
     external wrench on each body, ``(force, moment about the body origin)`` in body axes.
     """
     q, qd, qdd = check_state(model, q, qd=qd, qdd=qdd)
-    if f_ext is not None:
-        check_external_forces(model, f_ext)
-    return rnea_call(model, q, qd, qdd, f_ext)
+    return rnea_call(model, q, qd, qdd, check_external_forces(model, f_ext))

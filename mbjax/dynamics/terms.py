@@ -9,7 +9,7 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .. import spatial
-from ..checks import check_state
+from ..checks import check_accelerations, check_external_forces, check_state
 from ..formulations.free_floating import check_free_floating, momentum_forward_dynamics_from
 from ..kinematics import body_velocities_from, center_of_mass_from, tree_kinematics
 from ..model.model import Model
@@ -20,6 +20,10 @@ from .aba import aba_from
 from .bodies import external_forces_or_zero, world_inertias
 from .crba import crba_fast, momentum_matrix_from
 from .rnea import rnea_call
+
+
+#: the methods of :func:`forward_dynamics`
+METHODS = ("aba", "crba", "momentum", "kane") + MAXIMAL_METHODS
 
 
 @jax.jit
@@ -51,7 +55,7 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
     ``mbjax.kane``), mapped back to the model's velocity coordinates.
     """
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
-    return forward_dynamics_from(model, q, qd, tau, f_ext, method)
+    return check_accelerations(forward_dynamics_from(model, q, qd, tau, check_external_forces(model, f_ext), method))
 
 
 def forward_dynamics_from(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
@@ -71,7 +75,7 @@ def forward_dynamics_from(model: Model, q, qd, tau, f_ext=None, method: str = "a
         return forward_dynamics_maximal(model, q, qd, tau, f_ext, method)
     if method == "kane":
         return kane_forward_dynamics_from(model, q, qd, tau, external_forces_or_zero(model, f_ext, tau.dtype))
-    raise ValueError(f"unknown method {method!r}; use one of {('aba', 'crba', 'momentum', 'kane') + MAXIMAL_METHODS}")
+    raise ValueError(f"unknown method {method!r}; use one of {METHODS}")
 
 
 @jax.jit

@@ -4,9 +4,10 @@ for integrating a maximal state (with the Baumgarte stabilisation of Remark 4)."
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 
-from ..checks import check_state
+from ..checks import check_external_forces, check_state
 from ..dynamics.bodies import external_forces_or_zero
 from ..model.model import Model
 from .barycentric import solve_barycentric
@@ -62,7 +63,8 @@ def _check_maximal(model: Model, state: MaximalState, tau, f_ext):
         if jnp.shape(x) != shape:
             raise ValueError(f"MaximalState.{name} has shape {jnp.shape(x)}; model {model.name!r} expects {shape}")
     tau = check_state(model, tau=tau)
-    return tau, None if f_ext is None else external_forces_or_zero(model, f_ext, tau.dtype)
+    state = jax.tree_util.tree_map(lambda x: jnp.asarray(x, model.dtype), state)
+    return state, tau, check_external_forces(model, f_ext)
 
 
 @eqx.filter_jit
@@ -87,7 +89,7 @@ def maximal_dynamics(model: Model, state: MaximalState, tau, f_ext=None, base: P
 
     **Returns:** a :class:`MaximalSolution`.
     """
-    tau, f_ext = _check_maximal(model, state, tau, f_ext)
+    state, tau, f_ext = _check_maximal(model, state, tau, f_ext)
     return solve(model, state, tau, f_ext, base, method, alpha, beta)
 
 
@@ -97,7 +99,7 @@ def maximal_state_derivative(model: Model, state: MaximalState, tau, f_ext=None,
     """d/dt of a maximal state (a vector field for ``diffrax``): (r_dot, quat_dot, r_ddot,
     omega_dot), with the Baumgarte-stabilised constraints of Remark 4 when alpha, beta > 0.
     Arguments as for :func:`maximal_dynamics`."""
-    tau, f_ext = _check_maximal(model, state, tau, f_ext)
+    state, tau, f_ext = _check_maximal(model, state, tau, f_ext)
     sol = solve(model, state, tau, f_ext, base, method, alpha, beta)
     return state_derivative(state, sol.r_ddot, sol.omega_dot)
 

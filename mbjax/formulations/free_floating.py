@@ -40,7 +40,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import spatial
-from ..checks import check_state
+from ..checks import check_external_forces, check_state
 from ..dynamics.rnea import rnea_from
 from ..kinematics import _frame_id, frame_jacobian_from, frame_placements_from, tree_kinematics
 from ..model.model import Model
@@ -345,6 +345,7 @@ def floating_inverse_dynamics(model: Model, q, xd, phidd, base_wrench=None, f_ex
     if phidd.shape != (n,):
         raise ValueError(f"phidd has shape {phidd.shape}; expected ({n},): one acceleration per joint coordinate of the arm")
     q, xd, rhs = check_state(model, q, qd=xd, qdd=jnp.concatenate([jnp.zeros(6, phidd.dtype), phidd]))
+    f_ext = check_external_forces(model, f_ext)
     phidd = rhs[6:]
     tk = tree_kinematics(model, q)
     H = floating_inertia_from(model, tk)
@@ -386,6 +387,7 @@ def floating_forward_dynamics(
     if tau.shape != (n,):
         raise ValueError(f"tau has shape {tau.shape}; expected ({n},): one torque per joint coordinate of the arm")
     q, xd, tau = check_state(model, q, qd=xd, tau=jnp.concatenate([jnp.zeros(6, tau.dtype), tau]))
+    f_ext = check_external_forces(model, f_ext)
     tk = tree_kinematics(model, q)
     rhs = tau
     if base_wrench is not None:

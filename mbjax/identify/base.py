@@ -9,9 +9,17 @@ the rest ``W_2 = W_1 K``, so that
 
 with ``K = R_11^{-1} R_12`` from ``W P = Q [R_11 R_12]``. ``theta_b`` (r,) are the base
 parameters: exactly the combinations of ``theta`` that the torques determine.
+
+The rank r is read from the pivots |R_ii| (relative to the first): it is cut at the widest gap
+(in orders of magnitude) below :data:`RANK_CEILING`, with pivots under the rounding floor
+(1e3 eps) counted as at the floor. A fixed threshold would split a nearly dependent
+combination by chance (a URDF's pi/2 rounded to 11 digits leaves one pivot near 1e-9.5,
+above or below a threshold of 1e-9 depending on the data); the gap does not move with it.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import equinox as eqx
 import jax
@@ -23,9 +31,10 @@ from .parameters import ParameterLayout
 
 #: columns whose norm is below this fraction of the largest are structurally zero
 ZERO_COLUMN = 1e-12
-#: |R_ii| below this (after scaling every column to unit norm) marks a dependent column
-#: (float64 data; float32 data use 1e3 eps = 1.2e-4)
-RANK_TOLERANCE = 1e-9
+#: relative pivots |R_ii| / |R_00| above this (every column scaled to unit norm) are never cut
+RANK_CEILING = 1e-6
+#: a rank cut in a gap narrower than this many orders of magnitude comes with a warning
+CLEAR_GAP = 3.0
 
 
 class BaseParameters(eqx.Module):
@@ -73,14 +82,14 @@ def base_parameters(W, rank_tol: float | None = None) -> BaseParameters:
     **Arguments:**
 
     - ``W`` (rows, p): e.g. :func:`stacked_regressor` over random states; rows >= p.
-    - ``rank_tol``: a column whose pivot ``|R_ii|`` is below ``rank_tol`` once every column
-      has unit norm depends on the columns before it (default :data:`RANK_TOLERANCE`, or
-      ``1e3 eps`` for a float32 ``W``, whose rounding is far larger).
+    - ``rank_tol``: ``None`` (default) cuts the rank at the widest gap of the pivots (see the
+      module's notes) and warns when that gap is narrow; a number: a column whose pivot
+      ``|R_ii| / |R_00|`` is below ``rank_tol`` once every column has unit norm depends on the
+      columns before it.
 
     **Returns:** a :class:`BaseParameters`.
     """
-    if rank_tol is None:
-        rank_tol = max(RANK_TOLERANCE, 1e3 * float(np.finfo(np.asarray(W).dtype).eps))
+    floor = 1e3 * float(np.finfo(np.asarray(W).dtype).eps)
     W = np.asarray(W, dtype=np.float64)
     if W.ndim != 2:
         raise ValueError(f"W has shape {W.shape}; expected a stacked regressor (rows, p)")
@@ -91,8 +100,8 @@ def base_parameters(W, rank_tol: float | None = None) -> BaseParameters:
     acting = np.flatnonzero(norms > ZERO_COLUMN * norms.max())
     scale = norms[acting]
     _, R, perm = scipy.linalg.qr(W[:, acting] / scale, mode="economic", pivoting=True)
-    diag = np.abs(np.diag(R))
-    r = int(np.sum(diag > rank_tol * diag[0]))
+    pivots = np.abs(np.diag(R)) / np.abs(R[0, 0])
+    r = _rank_from_gap(pivots, floor) if rank_tol is None else int(np.sum(pivots > rank_tol))
     if W.shape[0] < p and r == W.shape[0]:
         raise ValueError(f"W has {W.shape[0]} rows for {p} parameters: stack more samples so that the rank "
                          "is not limited by the number of rows")
@@ -106,3 +115,23 @@ def base_parameters(W, rank_tol: float | None = None) -> BaseParameters:
     beta[np.arange(r), independent] = 1.0
     beta[:, acting[perm[r:]]] = K
     return BaseParameters(tuple(int(i) for i in independent[order]), jnp.asarray(beta[order]))
+
+
+def _rank_from_gap(pivots, floor):
+    """The number of relative pivots (non-increasing, pivots[0] = 1) above the widest gap in
+    log10 whose lower side is below ``max(RANK_CEILING, 100 floor)``; pivots under ``floor``,
+    and one more after the last, count as at the floor."""
+    ceiling = max(RANK_CEILING, 100.0 * floor)
+    levels = np.append(np.maximum(pivots, floor), floor)
+    cuts = [k for k in range(1, len(levels)) if levels[k] < ceiling]  # rank k: levels[k] is the first dropped
+    gaps = [np.log10(levels[k - 1] / levels[k]) for k in cuts]
+    best = int(np.argmax(gaps))
+    r = cuts[best]
+    if gaps[best] < CLEAR_GAP:
+        warnings.warn(
+            f"the rank of W is not clear-cut: {r} base parameters, cut between relative pivots "
+            f"{levels[r - 1]:.2e} and {levels[r]:.2e} (a gap of {gaps[best]:.1f} orders of magnitude). The base "
+            "parameters may change with the data: use a longer or more exciting trajectory, or pass rank_tol",
+            stacklevel=3,
+        )
+    return r

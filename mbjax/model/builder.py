@@ -56,7 +56,8 @@ class ModelBuilder:
         """``inertia_check``: what to do with a rotational inertia that no rigid body can have
         (a negative principal moment, or principal moments breaking the triangle inequality):
         ``"raise"`` (default) or ``"warn"`` and keep it as given. Many published URDFs have
-        such inertias; Pinocchio accepts them silently, MuJoCo refuses them."""
+        such inertias; Pinocchio accepts them silently, MuJoCo refuses them. The same option
+        governs joints that move no inertia (a singular mass matrix, see ``build``)."""
         if inertia_check not in ("raise", "warn"):
             raise ValueError(f"inertia_check must be 'raise' or 'warn', not {inertia_check!r}")
         self.inertia_check = inertia_check
@@ -169,6 +170,10 @@ class ModelBuilder:
         """Merge fixed joints, order the bodies depth-first and return the Model.
 
         ``dtype`` defaults to JAX's default float (float64 when ``jax_enable_x64`` is on).
+        A joint that moves no inertia at the neutral configuration (its body and everything
+        it carries massless, or a wheel with zero inertia and its centre of mass on its axis)
+        makes the mass matrix singular: an error naming it, or a warning with
+        ``inertia_check="warn"``.
         """
         if not self._bodies:
             raise ValueError("the model has no bodies")
@@ -225,7 +230,7 @@ class ModelBuilder:
         if dup:
             raise ValueError(f"duplicate frame names: {sorted(dup)}")
 
-        _warn_massless(bodies)
+        _check_joint_inertia(bodies, self.inertia_check)
         topo = Topology(
             name=self.name,
             body_names=tuple(b.name for b, *_ in bodies),
@@ -314,21 +319,49 @@ def _lump(parts):
     return m, c, I
 
 
-def _warn_massless(bodies):
-    """Warn about movable bodies whose whole subtree carries no inertia (singular mass matrix)."""
+def _check_joint_inertia(bodies, policy):
+    """Refuse (``policy="raise"``) or warn about joints that move no inertia.
+
+    At the neutral configuration, the inertia a joint sees is ``D = S^T I^C S + armature``, with
+    ``I^C`` the composite spatial inertia of the body and everything it carries: a zero
+    eigenvalue of D (a massless subtree, a wheel with zero inertia and its centre of mass on
+    its axis, a point mass on a spherical joint) is a zero eigenvalue of the mass matrix.
+    """
     n = len(bodies)
-    total = [b[4] + np.abs(b[6]).sum() for b in bodies]
+    Rw, pw, IC, S = np.zeros((n, 3, 3)), np.zeros((n, 3)), np.zeros((n, 6, 6)), []
+    for i, (b, parent, R, p, m, c, I) in enumerate(bodies):
+        R0, p0 = (Rw[parent], pw[parent]) if parent >= 0 else (np.eye(3), np.zeros(3))
+        Rw[i], pw[i] = R0 @ R, p0 + R0 @ p
+        X = _skew(Rw[i] @ c + pw[i])
+        # spatial inertia about the world origin, (linear, angular): [[m E, -m[c]], [m[c], I + m [c]^T [c]]]
+        IC[i] = np.block([[m * np.eye(3), -m * X], [m * X, Rw[i] @ I @ Rw[i].T + m * X.T @ X]])
+        joint = JOINT_TYPES[b.joint_type]
+        Sb = np.asarray(joint.motion_subspace(b.axis[None], joint.neutral()[None]))[0]
+        w = Sb[:, 3:] @ Rw[i].T
+        S.append(np.concatenate([Sb[:, :3] @ Rw[i].T + np.cross(pw[i], w), w], axis=1))
     for i in range(n - 1, -1, -1):
-        p = bodies[i][1]
-        if p >= 0:
-            total[p] += total[i]
-    empty = [bodies[i][0].name for i in range(n) if total[i] == 0.0]
-    if empty:
-        warnings.warn(
-            f"bodies {empty} and everything they carry have no mass or inertia: the mass matrix is "
-            "singular, so forward dynamics (aba) is undefined. Kinematics still works.",
-            stacklevel=3,
-        )
+        if bodies[i][1] >= 0:
+            IC[bodies[i][1]] += IC[i]
+    D = [S[i] @ IC[i] @ S[i].T + np.diag(bodies[i][0].armature) for i in range(n)]
+    smallest = [np.linalg.eigvalsh(d)[0] for d in D]
+    scale = max((np.abs(d).max() for d in D), default=0.0)
+    for i in range(n):
+        if smallest[i] <= 1e-12 * scale:
+            b = bodies[i][0]
+            message = (
+                f"joint {b.joint_name!r} ({b.joint_type}) moves no inertia: body {b.name!r} and the bodies it carries "
+                "have no mass or rotational inertia along one of its motions, so the mass matrix is singular and "
+                f"forward dynamics (aba) is undefined. Give {b.name!r} a rotational inertia about the joint axis (a wheel "
+                "whose centre of mass is on its axis needs one) or mass off the axis, or joint armature; "
+                "inertia_check='warn' loads it anyway (for kinematics)"
+            )
+            if policy == "raise":
+                raise ValueError(message)
+            warnings.warn(message, stacklevel=3)
+
+
+def _skew(v):
+    return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
 
 
 def _vector(x, n, what):
@@ -340,6 +373,7 @@ def _vector(x, n, what):
 
 def _unit(x, what):
     a = _vector(x, 3, what)
+    a = a / max(np.abs(a).max(), 1.0)  # no overflow in the norm of huge entries
     n = np.linalg.norm(a)
     if n < 1e-12:
         raise ValueError(f"{what} is the zero vector; give a direction")

@@ -38,7 +38,9 @@ Conventions (see also :mod:`mbjax.interop`):
 
 from __future__ import annotations
 
+import io
 import os
+import xml.etree.ElementTree as ET
 
 import numpy as np
 
@@ -77,9 +79,23 @@ def _mujoco():
     return mujoco
 
 
+def _refuse_urdf(text):
+    """A URDF (root element ``<robot>``) given as MJCF: MuJoCo would half-read it."""
+    try:
+        source = io.StringIO(text) if text.lstrip().startswith("<") else text
+        root = next(ET.iterparse(source, events=("start",)))[1].tag
+    except (ET.ParseError, OSError, StopIteration):
+        return  # MuJoCo's compiler reports it
+    if root == "robot":
+        raise MJCFError(f"{'this text' if isinstance(source, io.StringIO) else repr(text)} is a URDF (its root "
+                        "element is <robot>), not MJCF; load it with mbjax.load_urdf")
+
+
 def compile_mjcf(source):
     """The compiled ``mujoco.MjModel`` of a path (``.xml`` or ``.mjb``), MJCF text, or an
     ``MjModel`` (returned as is)."""
+    if isinstance(source, (str, os.PathLike)):
+        _refuse_urdf(str(source))
     mujoco = _mujoco()
     if isinstance(source, mujoco.MjModel):
         return source
@@ -114,8 +130,8 @@ def load_mjcf(source, ignore=(), inertia_check: str = "raise", dtype=None) -> Mo
     for the free-joint velocity).
     """
     ignore = _ignored(ignore)
-    mujoco = _mujoco()
     m = compile_mjcf(source)
+    mujoco = _mujoco()
     _refuse_unsupported(mujoco, m, ignore)
     return _convert(mujoco, m, ignore, inertia_check, dtype)[0]
 
@@ -134,8 +150,8 @@ def load_mjcf_with_closures(source, ignore=(), inertia_check: str = "raise", dty
     (``active="false"``) are left out, as MuJoCo leaves them out until they are switched on.
     """
     ignore = _ignored(ignore)
-    mujoco = _mujoco()
     m = compile_mjcf(source)
+    mujoco = _mujoco()
     loops = _loop_equalities(mujoco, m)
     _refuse_unsupported(mujoco, m, ignore, handled=loops)
     model, site_frames = _convert(mujoco, m, ignore, inertia_check, dtype)

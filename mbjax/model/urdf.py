@@ -69,6 +69,20 @@ def _floats(text, n, what):
     return np.array(vals)
 
 
+def _number(elem, key, what, default=None):
+    """The number in attribute ``key`` of ``elem`` (``default`` when absent)."""
+    text = elem.get(key)
+    if text is None:
+        return default
+    try:
+        value = float(text)
+    except ValueError:
+        value = float("nan")
+    if np.isnan(value):
+        raise URDFError(f"{what}: <{elem.tag} {key}={text!r}> must be a number")
+    return value
+
+
 def _origin(elem, what):
     o = elem.find("origin") if elem is not None else None
     if o is None:
@@ -221,25 +235,26 @@ def _add_joint(builder, joint, links, mimic):
     axis_el = joint.find("axis")
     axis = _floats(axis_el.get("xyz", "1 0 0"), 3, f"axis of joint {jname!r}") if axis_el is not None else np.array([1.0, 0, 0])
     kind = _TYPES[jtype]
-    if kind == "planar" and not np.allclose(axis / np.linalg.norm(axis), [0, 0, 1]):
+    if kind not in ("fixed", "free") and not (np.all(np.isfinite(axis)) and np.any(axis != 0)):
+        raise URDFError(f"joint {jname!r}: <axis xyz={axis_el.get('xyz')!r}> is not a direction; give a finite, "
+                        "non-zero vector")
+    direction = axis / np.abs(axis).max(initial=1.0)  # scaled first: no overflow in the norm
+    if kind == "planar" and not np.allclose(direction / np.linalg.norm(direction), [0, 0, 1]):
         raise URDFError(f"planar joint {jname!r}: only the x-y plane (axis 0 0 1) is supported; rotate its origin instead")
     options = {}
+    what = f"joint {jname!r}"
     lim = joint.find("limit")
     if lim is not None and kind in ("revolute", "prismatic"):
         if kind == "revolute" or lim.get("lower") is not None:
-            options["lower"] = float(lim.get("lower", 0.0))
-            options["upper"] = float(lim.get("upper", 0.0))
+            options["lower"] = _number(lim, "lower", what, 0.0)
+            options["upper"] = _number(lim, "upper", what, 0.0)
     if lim is not None and kind in ("revolute", "prismatic", "continuous"):
-        if lim.get("velocity") is not None:
-            options["velocity_limit"] = float(lim.get("velocity"))
-        if lim.get("effort") is not None:
-            options["effort_limit"] = float(lim.get("effort"))
+        for key in ("velocity", "effort"):
+            if lim.get(key) is not None:
+                options[f"{key}_limit"] = _number(lim, key, what)
     dyn = joint.find("dynamics")
     if dyn is not None and dyn.get("damping") is not None and kind in ("revolute", "prismatic", "continuous"):
-        try:
-            options["damping"] = float(dyn.get("damping"))
-        except ValueError:
-            raise URDFError(f"joint {jname!r}: <dynamics damping=...> must be a number") from None
+        options["damping"] = _number(dyn, "damping", what)
     m, c, I = _inertial(links[child])
     parent = joint.find("parent").get("link")
     builder.add_body(child, parent=parent, joint=kind, joint_name=jname, axis=axis, rotation=R,

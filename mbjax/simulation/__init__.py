@@ -4,12 +4,12 @@ from .batching import batch_mesh, shard_batch, simulate_batch
 from .controllers import PD, ComputedTorque, FeedForward, PathReference, Setpoint
 from .events import JointLimitEvent, joint_limit_event
 from .manifold import configuration_rate
-from .simulate import simulate
+from .simulate import DivergenceError, simulate
 from .trajectory import Trajectory
 from .vector_field import ForwardDynamics
 
 __all__ = [
-    "PD", "ComputedTorque", "FeedForward", "ForwardDynamics", "JointLimitEvent", "PathReference", "Setpoint",
+    "DivergenceError", "PD", "ComputedTorque", "FeedForward", "ForwardDynamics", "JointLimitEvent", "PathReference", "Setpoint",
     "Trajectory", "batch_mesh", "configuration_rate", "joint_limit_event", "shard_batch", "simulate",
     "simulate_batch",
 ]

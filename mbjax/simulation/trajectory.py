@@ -20,6 +20,9 @@ class Trajectory(eqx.Module):
     - ``q`` (T, nq): configurations, normalised (quaternions and (cos, sin) pairs of unit
       norm); ``qd`` (T, nv): velocities.
     - ``energy`` (T,): kinetic + potential energy, if requested, else ``None``.
+    - ``work`` (T,): with ``energy``, the work done since the start by the applied forces
+      (controls, joint springs and dampers, external wrenches): ``energy - energy[0] - work``
+      is the integration error (:attr:`energy_error`).
     - ``momentum`` (T, 6): spatial momentum (linear, angular about the world origin) in world
       axes, if requested, else ``None``.
     - ``residual`` (T, ...): constraint residuals ``residual(model, q, qd)``, if a function
@@ -34,10 +37,16 @@ class Trajectory(eqx.Module):
     q: jax.Array
     qd: jax.Array
     energy: jax.Array | None = None
+    work: jax.Array | None = None
     momentum: jax.Array | None = None
     residual: jax.Array | None = None
     event: jax.Array | None = None
     stats: dict = eqx.field(default_factory=dict)
+
+    @property
+    def energy_error(self):
+        """The energy balance ``energy - energy[0] - work`` (T,): zero but for integration error."""
+        return None if self.energy is None else self.energy - self.energy[..., :1] - self.work
 
     @property
     def valid(self):

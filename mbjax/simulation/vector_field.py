@@ -14,9 +14,12 @@ through which any formulation of the dynamics plugs into :func:`mbjax.simulate`.
 from __future__ import annotations
 
 import equinox as eqx
+import jax.numpy as jnp
 
 from ..configuration import normalize
 from ..dynamics.passive import passive_forces_from
+from ..dynamics.rnea import rnea_from
+from ..kinematics import tree_kinematics
 from ..dynamics.terms import forward_dynamics, forward_dynamics_from
 from .manifold import configuration_rate
 
@@ -56,13 +59,26 @@ def vector_field(t, y, args):
     with ``tau_passive`` the model's joint springs and dampers (:func:`mbjax.passive_forces`).
 
     ``args = (model, dynamics, controller, f_ext)``; the controller and ``f_ext`` are arrays
-    or callables of ``(t, q, qd)`` (``None`` for no external wrench).
+    or callables of ``(t, q, qd)`` (``None`` for no external wrench). ``y = (q, qd, work)``
+    also integrates the work of those forces: d work / dt = qd . (tau + tau_passive + J^T f_ext).
     """
     model, dynamics, controller, f_ext = args
-    q, qd = y
+    q, qd = y[:2]
     qn = normalize(model, q)
     # the joints' springs and dampers (from MJCF or URDF <dynamics>) act in every simulation
-    tau = evaluate(controller, t, qn, qd) + passive_forces_from(model, qn, qd)
-    kwargs = {} if f_ext is None else {"f_ext": evaluate(f_ext, t, qn, qd)}
-    qdd = dynamics(model, qn, qd, tau, **kwargs)
-    return configuration_rate(model, q, qd), qdd
+    tau = evaluate(controller, t, qn, qd)
+    if jnp.shape(tau) != (model.nv,):
+        raise ValueError(
+            f"tau has shape {jnp.shape(tau)}; model {model.name!r} expects ({model.nv},), one torque per velocity "
+            "coordinate (a controller tau(t, q, qd) must return that shape too)"
+        )
+    tau = tau + passive_forces_from(model, qn, qd)
+    f = None if f_ext is None else evaluate(f_ext, t, qn, qd)
+    qdd = dynamics(model, qn, qd, tau, **({} if f is None else {"f_ext": f}))
+    rates = (configuration_rate(model, q, qd), qdd)
+    if len(y) == 2:
+        return rates
+    if f is not None:  # J^T f_ext = rnea without it - rnea with it
+        tk, zero = tree_kinematics(model, qn), jnp.zeros_like(qd)
+        tau = tau + rnea_from(model, tk, qn, qd, zero) - rnea_from(model, tk, qn, qd, zero, f)
+    return rates + (qd @ tau,)

@@ -1,0 +1,342 @@
+"""Issue 19: no crash, hang or silent NaN on the inputs users actually give."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import mbjax
+from mbjax import constraints
+
+
+@pytest.fixture(scope="module")
+def pendulum():
+    return mbjax.load_bundled("double_pendulum")
+
+
+# ------------------------------------------------------------------ 1. mixed float types
+def test_mixed_float_inputs_are_promoted_to_the_model_dtype(pendulum):
+    q, qd = jnp.array([0.3, 0.2]), jnp.array([0.5, -1.0])
+    tau32 = np.array([0.1, -0.2], np.float32)
+    expected = mbjax.aba(pendulum, q, qd, tau32.astype(np.float64))
+    for method in ("aba", "crba", "kkt"):
+        out = mbjax.forward_dynamics(pendulum, q, qd, tau32, method=method)
+        assert out.dtype == jnp.float64
+        np.testing.assert_allclose(out, expected, rtol=1e-10)
+    assert mbjax.aba(pendulum, q.astype(np.float32), qd, tau32).dtype == jnp.float64
+    state = jax.tree_util.tree_map(lambda x: x.astype(np.float32), mbjax.maximal_state(pendulum, q, qd))
+    assert mbjax.maximal_dynamics(pendulum, state, tau32).qdd.dtype == jnp.float64
+    # a float32 model rounds float64 inputs to float32
+    m32 = pendulum.astype(jnp.float32)
+    out = mbjax.aba(m32, q, qd, tau32.astype(np.float64))
+    assert out.dtype == jnp.float32
+    np.testing.assert_allclose(out, expected, rtol=1e-4)
+
+
+def test_mixed_float_simulate_and_assemble(pendulum):
+    traj = mbjax.simulate(pendulum, jnp.array([0.3, 0.2]), np.zeros(2, np.float32), 0.0, 0.1)
+    assert traj.qd.dtype == jnp.float64 and np.all(np.isfinite(traj.q))
+    model, closures = constraints.four_bar()
+    q = mbjax.assemble(model, closures, np.array([1.0, -0.6, 1.8], np.float32))
+    assert q.dtype == jnp.float64
+    assert np.max(np.abs(mbjax.loop_residual(model, closures, q))) < 1e-12
+
+
+# ------------------------------------------------------------------ 6. smaller ones
+_URDF = """<robot name="r"><link name="base"/>
+<link name="arm"><inertial><mass value="1"/><inertia ixx="0.1" ixy="0" ixz="0" iyy="0.1" iyz="0" izz="0.1"/></inertial></link>
+<joint name="shoulder" type="{type}"><parent link="base"/><child link="arm"/><axis xyz="{axis}"/>{extra}</joint>
+</robot>"""
+
+
+@pytest.mark.parametrize(
+    "type_, axis, extra, match",
+    [
+        ("revolute", "0 0 1", '<limit lower="abc" upper="1" effort="1" velocity="1"/>', "joint 'shoulder'.*lower='abc'"),
+        ("revolute", "0 0 1", '<limit lower="0" upper="nan" effort="1" velocity="1"/>', "joint 'shoulder'.*upper='nan'"),
+        ("continuous", "0 0 1", '<limit effort="x" velocity="1"/>', "joint 'shoulder'.*effort='x'"),
+        ("revolute", "0 0 1", '<dynamics damping="?"/><limit lower="0" upper="1"/>', "joint 'shoulder'.*damping='\\?'"),
+        ("planar", "0 0 0", "", "joint 'shoulder'.*not a direction"),
+        ("prismatic", "0 0 0", '<limit lower="0" upper="1"/>', "joint 'shoulder'.*not a direction"),
+        ("planar", "0 0 inf", "", "joint 'shoulder'.*not a direction"),
+    ],
+)
+def test_urdf_bad_joint_numbers_name_the_joint(type_, axis, extra, match):
+    with pytest.raises(mbjax.URDFError, match=match):
+        mbjax.load_urdf(_URDF.format(type=type_, axis=axis, extra=extra))
+
+
+def test_load_mjcf_refuses_a_urdf():
+    path = mbjax.bundled_model_path("double_pendulum")
+    with pytest.raises(mbjax.MJCFError, match="is a URDF.*mbjax.load_urdf"):
+        mbjax.load_mjcf(path)
+    with pytest.raises(mbjax.MJCFError, match="is a URDF"):
+        mbjax.load_mjcf(open(path).read())
+
+
+def test_simulate_refuses_tau_of_the_wrong_length(pendulum):
+    q0, qd0 = jnp.array([0.3, 0.2]), jnp.zeros(2)
+    for tau in (jnp.ones(1), jnp.ones(3), 1.0):
+        with pytest.raises(ValueError, match=r"tau has shape .*expects \(2,\)"):
+            mbjax.simulate(pendulum, q0, qd0, 0.0, 0.1, tau=tau)
+    with pytest.raises(ValueError, match="a controller tau"):
+        mbjax.simulate(pendulum, q0, qd0, 0.0, 0.1, tau=lambda t, q, qd: jnp.ones(1))
+
+
+def test_assemble_says_when_the_loop_cannot_close():
+    model, closures = constraints.four_bar(ground=5.0)  # 0.4 + 1.0 + 0.8 < 5: no closed configuration
+    with pytest.raises(Exception, match="loops do not close.*residual between 1e\\+00 and 1e\\+01.*link lengths"):
+        jax.block_until_ready(mbjax.assemble(model, closures, jnp.array([0.0, 0.0, 3.1])))
+    model, closures = constraints.four_bar()
+    with pytest.raises(Exception, match="still between .* and falling: raise max_steps"):
+        jax.block_until_ready(mbjax.assemble(model, closures, jnp.array([1.0, -0.6, 1.8]), max_steps=1))
+
+
+def test_negative_gains_and_tolerances_are_refused(pendulum):
+    model, closures = constraints.four_bar()
+    q = mbjax.assemble(model, closures, jnp.array([1.0, -0.6, 1.8]))
+    z = jnp.zeros(3)
+    cfd = mbjax.constrained_forward_dynamics
+    with pytest.raises(ValueError, match="Baumgarte gains alpha and beta must be >= 0"):
+        cfd(model, closures, q, z, z, alpha=-1.0)
+    with pytest.raises(Exception, match="Baumgarte gains alpha and beta must be >= 0"):
+        jax.block_until_ready(cfd(model, closures, q, z, z, beta=jnp.array(-1.0)))
+    with pytest.raises(ValueError, match="Baumgarte gains"):
+        mbjax.maximal_dynamics(pendulum, mbjax.maximal_state(pendulum, jnp.zeros(2), jnp.zeros(2)), jnp.zeros(2),
+                               alpha=-2.0)
+    with pytest.raises(ValueError, match="rcond"):
+        cfd(model, closures, q, z, z, method="svd", rcond=-1e-3)
+    with pytest.raises(ValueError, match="assemble: tol must be >= 0"):
+        mbjax.assemble(model, closures, q, tol=-1e-9)
+    with pytest.raises(ValueError, match="simulate: atol must be >= 0"):
+        mbjax.simulate(pendulum, jnp.zeros(2), jnp.zeros(2), 0.0, 0.1, atol=-1e-6)
+    with pytest.raises(ValueError, match="simulate: rtol must be >= 0"):
+        mbjax.simulate(pendulum, jnp.zeros(2), jnp.zeros(2), 0.0, 0.1, rtol=float("nan"))
+
+
+def test_jacfwd_of_simulate_names_forward_mode(pendulum):
+    import diffrax
+
+    def final(q0, **kwargs):
+        return mbjax.simulate(pendulum, q0, jnp.zeros(2), 0.0, 0.05, saveat=[0.05], **kwargs).q[-1]
+
+    q0 = jnp.array([0.3, 0.2])
+    with pytest.raises(TypeError, match=r"adjoint=diffrax.ForwardMode\(\)"):
+        jax.jacfwd(final)(q0)
+    J = jax.jacfwd(lambda q: final(q, adjoint=diffrax.ForwardMode()))(q0)
+    assert J.shape == (2, 2) and np.all(np.isfinite(J))
+
+
+# ------------------------------------------------------------------ 5. command-line options
+@pytest.mark.parametrize(
+    "argv, match",
+    [
+        (["demo", "--duration", "nan"], "--duration: must be a finite number in"),
+        (["demo", "--duration", "inf"], "--duration: must be a finite number in"),
+        (["demo", "--duration", "-1"], "--duration: must be a finite number in"),
+        (["demo", "--duration", "abc"], "--duration: 'abc' is not a number"),
+        (["demo", "--dt", "0"], "--dt: must be a finite number in"),
+        (["demo", "--dt", "10", "--duration", "1"], "--dt: must be a finite number in"),
+        (["demo", "--dt", "0.5", "--duration", "0.1"], "--dt 0.5 is longer than --duration 0.1"),
+        (["demo", "--dt", "1e-9"], "2e\\+09 steps, more than 1e\\+07"),
+        (["demo", "--damping", "-5"], "--damping: must be a finite number in \\[0"),
+        (["demo", "--amplitude", "nan"], "--amplitude: must be a finite number"),
+        (["demo", "--seed", "-1"], "--seed: must be a finite number in \\[0"),
+        (["demo", "--seed", "1.5"], "--seed: '1.5' is not an integer"),
+        (["simulate", "double_pendulum", "--duration", "nan"], "--duration: must be a finite number"),
+        (["simulate", "double_pendulum", "--method", "xyz"], "--method: invalid choice: 'xyz'"),
+        (["simulate", "double_pendulum", "--rtol", "0"], "--rtol: must be a finite number in \\[1e-14, 0.1\\]"),
+        (["simulate", "double_pendulum", "--amplitude", "inf"], "--amplitude: must be a finite number"),
+    ],
+)
+def test_cli_refuses_bad_options_at_parse_time(argv, match, capsys):
+    from mbjax import cli
+
+    assert cli.main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert re.search(match, err), err
+
+
+def test_cli_methods_are_forward_dynamics_methods(capsys):
+    from mbjax import cli
+    from mbjax.dynamics.terms import METHODS
+
+    assert set(cli.METHODS) == set(METHODS)
+    # a method that does not apply to the model: its message, exit 1, no traceback
+    assert cli.main(["simulate", "double_pendulum", "--method", "momentum", "--duration", "0.01", "--quiet"]) == 1
+    assert "is not free-floating" in capsys.readouterr().err
+
+
+# ------------------------------------------------------------------ 4. singular mass matrices, f_ext
+def _wheel(check="raise", **wheel):
+    b = mbjax.ModelBuilder("cart", inertia_check=check)
+    b.add_body("chassis", joint="prismatic", axis=(1, 0, 0), mass=5.0, inertia=np.eye(3))
+    b.add_body("wheel", parent="chassis", joint="revolute", axis=(0, 1, 0), translation=(0.2, 0, 0), **wheel)
+    return b.build()
+
+
+@pytest.mark.parametrize(
+    "wheel",
+    [
+        dict(mass=1.0, com=(0, 0.05, 0)),  # all-zero inertia, centre of mass on the axis
+        dict(mass=1.0, inertia=np.diag([0.1, 0.0, 0.1])),  # inertia, but none about the axis
+        dict(),  # massless leaf
+    ],
+)
+def test_joint_that_moves_no_inertia_is_refused_at_load(wheel):
+    with pytest.raises(ValueError, match="joint 'wheel' \\(revolute\\) moves no inertia.*mass matrix is singular"):
+        _wheel(**wheel)
+
+
+def test_point_mass_on_a_spherical_joint_is_refused():
+    b = mbjax.ModelBuilder()
+    b.add_body("ball", joint="spherical", mass=1.0)
+    with pytest.raises(ValueError, match="joint 'ball' \\(spherical\\) moves no inertia"):
+        b.build()
+
+
+def test_joints_that_move_inertia_load():
+    _wheel(mass=1.0, com=(0, 0.05, 0.01))  # mass off the axis
+    _wheel(mass=1.0, armature=0.01)  # rotor inertia
+    b = mbjax.ModelBuilder()  # a massless link carrying a mass
+    b.add_body("link", joint="revolute", axis=(0, 1, 0))
+    b.add_body("arm", parent="link", joint="revolute", axis=(0, 1, 0), translation=(0, 0, -1), mass=1.0,
+               com=(0, 0, -0.5))
+    b.build()
+
+
+def test_singular_mass_matrix_raises_in_forward_dynamics():
+    with pytest.warns(UserWarning, match="moves no inertia"):
+        model = _wheel("warn", mass=1.0, com=(0, 0.05, 0))
+    q, z = jnp.zeros(2), jnp.zeros(2)
+    for method in ("aba", "crba"):
+        with pytest.raises(Exception, match="mass matrix is singular"):
+            jax.block_until_ready(mbjax.forward_dynamics(model, q, z, z, method=method))
+
+
+def test_non_finite_external_forces_are_refused(pendulum):
+    q, z = jnp.array([0.3, 0.2]), jnp.zeros(2)
+    f = jnp.zeros((pendulum.nbodies, 6)).at[1, 2].set(jnp.nan)
+    with pytest.raises(Exception, match="f_ext contains NaN or infinite values"):
+        jax.block_until_ready(mbjax.forward_dynamics(pendulum, q, z, z, f_ext=f))
+    with pytest.raises(Exception, match="f_ext contains NaN or infinite values"):
+        jax.block_until_ready(mbjax.forward_dynamics(pendulum, q, z, z, f_ext=f.at[1, 2].set(jnp.inf), method="kkt"))
+    with pytest.raises(Exception, match="f_ext contains NaN"):
+        jax.block_until_ready(mbjax.maximal_dynamics(pendulum, mbjax.maximal_state(pendulum, q, z), z, f_ext=f))
+    model, closures = constraints.four_bar()
+    qc = mbjax.assemble(model, closures, jnp.array([1.0, -0.6, 1.8]))
+    with pytest.raises(Exception, match="f_ext contains NaN"):
+        fc = jnp.full((model.nbodies, 6), jnp.nan)
+        jax.block_until_ready(mbjax.constrained_forward_dynamics(model, closures, qc, jnp.zeros(3), jnp.zeros(3), f_ext=fc))
+    with pytest.raises(ValueError, match=r"f_ext has shape \(6,\)"):
+        mbjax.forward_dynamics(pendulum, q, z, z, f_ext=jnp.zeros(6))
+
+
+# ------------------------------------------------------------------ 2. dtype-aware default tolerances
+def test_float32_defaults_follow_the_dtype(pendulum):
+    from mbjax.checks import default_tolerance
+
+    assert default_tolerance(jnp.float64, 1e-8, 1000) == 1e-8
+    assert default_tolerance(jnp.float32, 1e-8, 1000) == pytest.approx(1.19e-4, rel=1e-2)
+    m32 = pendulum.astype(jnp.float32)
+    q0, qd0 = jnp.array([0.3, 0.2]), jnp.zeros(2)
+    traj = mbjax.simulate(m32, q0, qd0, 0.0, 1.0, max_steps=1000)
+    assert traj.q.dtype == jnp.float32 and int(traj.stats["num_steps"]) < 500
+    np.testing.assert_allclose(traj.q, mbjax.simulate(pendulum, q0, qd0, 0.0, 1.0).q, atol=1e-3)
+
+    model, closures = constraints.four_bar()
+    model = model.astype(jnp.float32)
+    closures = jax.tree_util.tree_map(lambda x: x.astype(jnp.float32) if jnp.issubdtype(x.dtype, jnp.floating) else x,
+                                      closures)
+    q = mbjax.assemble(model, closures, jnp.array([1.0, -0.6, 1.8]))
+    assert q.dtype == jnp.float32
+    assert np.max(np.abs(mbjax.loop_residual(model, closures, q))) <= default_tolerance(jnp.float32, 1e-12, 100)
+
+
+# ------------------------------------------------------------------ 8. identification's rank decision
+def _nearly_dependent(delta, seed=0):
+    """8 independent columns, an exact combination, and a combination perturbed by ``delta``."""
+    rng = np.random.default_rng(seed)
+    A = rng.normal(size=(200, 8))
+    z = rng.normal(size=200)
+    z -= A @ np.linalg.lstsq(A, z, rcond=None)[0]
+    c = A[:, 2] + A[:, 3]
+    return np.column_stack([A, A[:, 0] + A[:, 1], c + delta * np.linalg.norm(c) / np.linalg.norm(z) * z])
+
+
+def test_base_parameter_rank_does_not_flip_near_the_threshold():
+    import warnings
+
+    from mbjax import identify
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a clear gap: no warning
+        ranks = {identify.base_parameters(_nearly_dependent(d)).rank for d in (3e-10, 5e-10, 2e-9, 5e-9)}
+    assert ranks == {8}
+    assert identify.base_parameters(_nearly_dependent(0.1)).rank == 9
+    assert identify.base_parameters(_nearly_dependent(2e-9), rank_tol=1e-9).rank == 9  # an explicit threshold
+
+
+def test_base_parameters_warn_without_a_clear_gap():
+    from mbjax import identify
+
+    rng = np.random.default_rng(1)
+    a, z = rng.normal(size=200), rng.normal(size=(200, 13))
+    W = np.column_stack([a + 10.0**-k * z[:, k] for k in range(13)])  # pivots fall by 10 per column
+    with pytest.warns(UserWarning, match="rank of W is not clear-cut"):
+        identify.base_parameters(W)
+
+
+# ------------------------------------------------------------------ 3. divergence in simulate
+def test_divergence_is_reported_with_its_time_and_causes(pendulum):
+    unstable = mbjax.PD(pendulum, -100.0, -10.0, mbjax.Setpoint(jnp.zeros(2), jnp.zeros(2)))
+    q0, qd0 = jnp.array([0.3, 0.2]), jnp.zeros(2)
+    for max_steps in (100_000, None):  # None used to run forever
+        with pytest.raises(mbjax.DivergenceError, match=r"diverged after t = 0\.0\d+ .*unstable controller"):
+            mbjax.simulate(pendulum, q0, qd0, 0.0, 1.0, tau=unstable, max_steps=max_steps)
+    with pytest.raises(Exception, match="the system diverged: .*unstable controller"):  # inside vmap: no time
+        jax.block_until_ready(mbjax.simulate_batch(pendulum, jnp.stack([q0, q0]), jnp.stack([qd0, qd0]), 0.0, 1.0,
+                                                   tau=unstable))
+
+
+def test_zero_tolerances_are_refused(pendulum):
+    with pytest.raises(Exception, match="rtol and atol are both 0"):
+        jax.block_until_ready(mbjax.simulate(pendulum, jnp.array([0.3, 0.2]), jnp.zeros(2), 0.0, 0.1, rtol=0.0,
+                                             atol=0.0).q)
+
+
+# ------------------------------------------------------------------ 7. energy balance, not drift
+def test_energy_balance_accounts_for_dissipation_controls_and_wrenches(pendulum):
+    import equinox as eqx
+
+    damped = eqx.tree_at(lambda m: (m.damping, m.stiffness), pendulum, (jnp.full(2, 0.5), jnp.full(2, 2.0)))
+    q0, qd0 = jnp.array([1.0, -0.5]), jnp.array([0.5, 1.0])
+    traj = mbjax.simulate(damped, q0, qd0, 0.0, 2.0, energy=True)
+    scale = abs(float(traj.energy[0]))
+    assert abs(float(traj.energy[-1] - traj.energy[0])) > 1e-2 * scale  # the dampers take energy out
+    assert float(traj.work[-1]) < 0.0 and np.max(np.abs(traj.energy_error)) < 1e-7 * scale
+    # a controller and a constant external wrench do work too
+    pd = mbjax.PD(pendulum, 5.0, 0.5, mbjax.Setpoint(jnp.array([0.2, 0.1]), jnp.zeros(2)))
+    f = jnp.zeros((pendulum.nbodies, 6)).at[-1].set(jnp.array([1.0, 0.0, 0.5, 0.0, 0.2, 0.0]))
+    traj = mbjax.simulate(pendulum, q0, qd0, 0.0, 2.0, tau=pd, f_ext=f, energy=True)
+    assert np.max(np.abs(traj.energy_error)) < 1e-7 * scale < np.max(np.abs(traj.work))
+
+
+def test_cli_simulate_reports_the_energy_balance(tmp_path, capsys):
+    from mbjax import cli
+
+    urdf = tmp_path / "damped.urdf"
+    urdf.write_text(open(mbjax.bundled_model_path("double_pendulum")).read().replace('damping="0.0"', 'damping="0.3"'))
+    assert cli.main(["simulate", str(urdf), "--duration", "1", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert float(re.search(r"\(dissipated (\S+) J\)", out).group(1)) > 0.1
+    assert float(re.search(r"E\(t\) - E\(0\) - work\(t\): largest relative drift (\S+)", out).group(1)) < 1e-7
+
+
+def test_simulate_refuses_non_finite_times(pendulum):
+    for t1 in (np.nan, np.inf):
+        with pytest.raises(Exception, match="t0 and t1 must be finite"):
+            jax.block_until_ready(mbjax.simulate(pendulum, jnp.array([0.3, 0.2]), jnp.zeros(2), 0.0, t1).q)
