@@ -2,10 +2,10 @@
 
 Featherstone, RBDA Table 7.1, written in world coordinates (as Pinocchio does), where the
 articulated inertias of children add to their parent's without a change of frame, and run
-level by level over the tree with the states in the last axis (:mod:`.levels`): one backward pass for the articulated
-inertias, one forward pass for the accelerations. Joints with several coordinates are handled
-with their full (w x w) ``D = S^T I^A S``; rows of shorter joints in a level are padded with
-zero motion and ``D = 1`` so that they produce exactly zero.
+level by level over the tree with the states in the last axis (:mod:`.levels`): one backward
+pass for the articulated inertias, one forward pass for the accelerations. Joints with
+several coordinates are handled with their full (w x w) ``D = S^T I^A S``; rows of shorter
+joints in a level are padded with zero motion and ``D = 1`` so that they produce exactly zero.
 """
 
 from __future__ import annotations
