@@ -11,7 +11,7 @@ from ..kinematics import TreeKinematics, tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
 from .bodies import world_inertias
-from .levels import coordinates, dot, joints, level_bodies, mv, routed, to_parents
+from .levels import routed
 
 
 def composite_momentum(model: Model, tk: TreeKinematics):
@@ -36,54 +36,19 @@ def momentum_matrix_from(model: Model, tk: TreeKinematics):
 
 def mass_matrix_from(model: Model, tk: TreeKinematics):
     """M[k, l] = S_l . F_k when body(l) is body(k) or one of its ancestors; symmetric."""
-    return _from_products(model, composite_momentum(model, tk) @ tk.S.T)
-
-
-def _from_products(model: Model, P):
-    """M from all products ``P[k, l] = S_l . F_k`` (nv, nv, ...): the entries whose body(l) is
-    body(k) or one of its ancestors, mirrored (symmetrised within a joint), plus armature."""
     topo = model.topology
+    F = composite_momentum(model, tk)
+    P = F @ tk.S.T
     body = topo.dof_body
-    extra = (None,) * (P.ndim - 2)
-    same = (body[:, None] == body[None, :])
+    same = body[:, None] == body[None, :]
     strict = (topo.ancestors[body][:, body] > 0) & ~same  # body(l) a proper ancestor of body(k)
-    same, strict = same[(...,) + extra], strict[(...,) + extra]
-    PT = jnp.swapaxes(P, 0, 1)
     L = jnp.where(strict, P, 0.0)
-    arm = jnp.diag(model.armature)[(...,) + extra]
-    return L + jnp.swapaxes(L, 0, 1) + jnp.where(same, 0.5 * (P + PT), 0.0) + arm
+    return L + L.T + jnp.where(same, 0.5 * (P + P.T), 0.0) + jnp.diag(model.armature)
 
 
-def crba_kernel(model: Model, q):
-    """M(q) (nv, nv, C) for C states in the last axis of q (nq, C): composite inertias
-    I^C_i = I_i + sum_{children} I^C_j leaves to root (:mod:`.levels`, RBDA Table 6.2 in world
-    coordinates), F_k = I^C_{body(k)} S_k, and M[k, l] = S_l . F_k."""
-    sw = model.topology.sweep
-    if sw is None:
-        return jnp.zeros((0, 0) + q.shape[1:], q.dtype)
-    b0, rest = level_bodies(model, joints(model, q))
-    n0 = len(sw.root.bodies)
-    IC0, Fs, S = b0.inertia, None, b0.S
-    if rest is not None:
-        P = jnp.asarray(sw.parent, q.dtype)
-
-        def backward(acc, xs):
-            inertia, S, P = xs
-            IC = inertia + acc
-            return to_parents(P, IC), mv(IC[:, None], S)
-
-        acc, Fs = jax.lax.scan(backward, jnp.zeros_like(rest.inertia[0]), (rest.inertia, rest.S, P), reverse=True)
-        IC0 = IC0 + acc[:n0]
-        S = coordinates(model, b0.S, rest.S)
-    else:
-        S = coordinates(model, b0.S, None)
-    F = coordinates(model, mv(IC0[:, None], b0.S), Fs)  # (nv, 6, C)
-    return _from_products(model, dot(F[:, None], S[None]))
-
-
-#: the mass matrix without input checks: batch-minor kernel for values, derivatives through
-#: ``mass_matrix_from``
-crba_fast = routed(crba_kernel, lambda model, q: mass_matrix_from(model, tree_kinematics(model, q)))
+#: the mass matrix without input checks; vmapped, it runs in cache-sized chunks of states
+#: (the matrix form beat the batch-minor level sweeps here: talos 29-32 against 38-40 µs)
+crba_fast = routed(None, lambda model, q: mass_matrix_from(model, tree_kinematics(model, q)))
 
 
 @jax.jit

@@ -26,7 +26,7 @@ from ..configuration import integrate_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from .aba import aba_from, aba_kernel
-from .crba import crba_kernel, mass_matrix_from
+from .crba import mass_matrix_from
 from .levels import routed
 from .rnea import rnea_from, rnea_kernel
 
@@ -84,15 +84,20 @@ def _integrate_states(model):
     return jax.vmap(lambda q, e: integrate_from(model, q, e), in_axes=(-1, -1), out_axes=-1)
 
 
+def _mass_matrices(model, q):
+    """M (nv, nv, C) for C states in the last axis of q."""
+    return jax.vmap(lambda q: mass_matrix_from(model, tree_kinematics(model, q)), in_axes=-1, out_axes=-1)(q)
+
+
 def _rnea_derivatives_kernel(model: Model, q, qd, qdd, f_ext=None):
     dq, dv = _state_jacobians(rnea_kernel, _integrate_states(model), model, q, qd, qdd, f_ext)
-    return jnp.stack([dq, dv, crba_kernel(model, q)])
+    return jnp.stack([dq, dv, _mass_matrices(model, q)])
 
 
 def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
     qdd = aba_kernel(model, q, qd, tau, f_ext)
     dq, dv = _state_jacobians(rnea_kernel, _integrate_states(model), model, q, qd, qdd, f_ext)
-    return _forward_blocks(crba_kernel(model, q), dq, dv)
+    return _forward_blocks(_mass_matrices(model, q), dq, dv)
 
 
 _rnea_derivatives = routed(_rnea_derivatives_kernel, _rnea_derivatives_plain)

@@ -270,8 +270,9 @@ def batch_rule(kernel, single=None):
     ``kernel(model, *states)`` takes every state (an array per state, e.g. q (nq,)) with the
     C states in a last axis and returns one output with them last too. Unbatched calls run
     ``single(model, *states)``, by default the kernel with C = 1 (on XLA:CPU a few large
-    matrix products can beat the level sweeps for one state). A vmap over the model falls
-    back to a vmap of the single call.
+    matrix products can beat the level sweeps for one state). ``kernel=None``: a vmap of
+    ``single`` over each chunk instead (states first). A vmap over the model falls back to a
+    vmap of the single call.
     """
     if single is None:
         def single(model, *xs):
@@ -288,23 +289,27 @@ def batch_rule(kernel, single=None):
             )
             return jax.vmap(single, in_axes=axes)(model, *xs), True
         xs = [x if b or x is None else jnp.broadcast_to(x, (axis_size,) + x.shape) for x, b in zip(xs, xs_batched)]
+        if kernel is None:
+            return run_chunked(jax.vmap(lambda *ys: single(model, *ys)), axis_size, xs, minor=False), True
         return run_chunked(lambda *ys: kernel(model, *ys), axis_size, xs), True
 
     return fn
 
 
-def run_chunked(kernel, B, xs, chunk=None):
-    """``kernel`` over a batch (B, ...) of each of ``xs``: moved to the last axis, in chunks."""
+def run_chunked(kernel, B, xs, chunk=None, minor=True):
+    """``kernel`` over a batch (B, ...) of each of ``xs``, in chunks; with ``minor`` the
+    states of a chunk are moved to the last axis (and the kernel's output back)."""
     C = min(B, chunk or CHUNK)
     n = -(-B // C)
-    last = lambda x: None if x is None else jnp.moveaxis(x, 0, -1)  # noqa: E731
+    last = lambda x: x if x is None or not minor else jnp.moveaxis(x, 0, -1)  # noqa: E731
+    first = (lambda x: jnp.moveaxis(x, -1, 0)) if minor else (lambda x: x)  # noqa: E731
     if n == 1:
-        return jnp.moveaxis(kernel(*(last(x) for x in xs)), -1, 0)
+        return first(kernel(*(last(x) for x in xs)))
     pad = n * C - B
     # padding states repeat the last one (valid input: no division by zero, no NaN)
     xs = [jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad,) + x.shape[1:])]) if pad and x is not None else x
           for x in xs]
     # each chunk is transposed inside the loop, while it is in cache
     chunks = [None if x is None else x.reshape((n, C) + x.shape[1:]) for x in xs]
-    out = jax.lax.map(lambda ys: jnp.moveaxis(kernel(*(last(y) for y in ys)), -1, 0), chunks)  # (n, C, ...)
+    out = jax.lax.map(lambda ys: first(kernel(*(last(y) for y in ys))), chunks)  # (n, C, ...)
     return out.reshape((n * C,) + out.shape[2:])[:B]
