@@ -113,6 +113,7 @@ def test_derivatives_through_the_batched_path(model, states, small_chunks):
     h = 1e-6
     direction = jnp.asarray(np.random.default_rng(2).normal(size=qd[:n].shape))
     fd = (loss(model, qd[:n] + h * direction) - loss(model, qd[:n] - h * direction)) / (2 * h)
+    # central differences with h = 1e-6: truncation O(h^2) and rounding O(eps / h) ~ 1e-10 relative
     np.testing.assert_allclose(jnp.vdot(g_qd, direction), fd, rtol=1e-7)
     dm = 1e-6 * jnp.ones_like(model.mass)
     bump = lambda s: eqx.tree_at(lambda m: m.mass, model, model.mass + s * dm)  # noqa: E731
@@ -160,7 +161,7 @@ def test_state_derivatives(model, states, small_chunks):
 def test_state_derivatives_match_pinocchio():
     """Pinocchio's computeABADerivatives / computeRNEADerivatives on a floating-base robot
     (its q derivative along the tangent space, free-flyer twists in the body frame)."""
-    pin = pytest.importorskip("pinocchio")
+    pin = pytest.importorskip("pinocchio", reason="Pinocchio (pip install pin, in the test extra) is the reference")
     name = "solo12"
     model = mbjax.load_example_robot(name, joint_order="pinocchio")
     pm = pin.buildModelFromUrdf(str(mbjax.example_robot_path(name)), pin.JointModelFreeFlyer())

@@ -106,7 +106,7 @@ _aba = batch_rule(aba_kernel)
 def aba_from(model: Model, q, qd, tau, f_ext=None):
     """ABA without input checks (``f_ext`` (nb, 6) or None), differentiated analytically:
     see :func:`_aba_jvp`. Vmapped, it runs on the batch-minor layout (:mod:`.levels`)."""
-    return _aba(model, q, qd, tau) if f_ext is None else _aba(model, q, qd, tau, f_ext)
+    return _aba(model, q, qd, tau, f_ext)
 
 
 @aba_from.defjvp

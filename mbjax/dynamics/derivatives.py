@@ -105,7 +105,7 @@ _aba_derivatives = routed(_aba_derivatives_kernel, _aba_derivatives_plain)
 
 
 def _call(fn, model, q, qd, x, f_ext):
-    out = fn(model, q, qd, x) if f_ext is None else fn(model, q, qd, x, f_ext)
+    out = fn(model, q, qd, x, f_ext)
     return out[0], out[1], out[2]
 
 

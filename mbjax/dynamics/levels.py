@@ -138,7 +138,7 @@ def joints(model: Model, q, qd=None, f_ext=None) -> Joints:
     R, p, S = over_states(lambda x: joint_motion(model, x))(q)
     cJ = None
     if qd is not None and model.topology.has_bias:
-        cJ = _pad(jax.vmap(lambda x, y: joint_bias(model, x, y), in_axes=(-1, -1), out_axes=-1)(q, qd))
+        cJ = _pad(over_states(lambda x, y: joint_bias(model, x, y))(q, qd))
     return Joints(_pad(R), _pad(p), _pad(S), cJ, None if f_ext is None else _pad(f_ext))
 
 
@@ -276,7 +276,7 @@ def batch_rule(kernel, single=None):
     """
     if single is None:
         def single(model, *xs):
-            return kernel(model, *(x[..., None] for x in xs))[..., 0]
+            return kernel(model, *(None if x is None else x[..., None] for x in xs))[..., 0]
 
     fn = jax.custom_batching.custom_vmap(single)
 

@@ -90,13 +90,9 @@ def _rnea_plain(model: Model, q, qd, qdd, f_ext=None):
     return rnea_from(model, tree_kinematics(model, q), q, qd, qdd, f_ext)
 
 
-#: rnea without input checks: batch-minor kernel for values, derivatives through ``rnea_from``
+#: rnea without input checks (``f_ext`` (nb, 6) or None): batch-minor kernel for values,
+#: derivatives through ``rnea_from``
 rnea_fast = routed(rnea_kernel, _rnea_plain)
-
-
-def rnea_call(model: Model, q, qd, qdd, f_ext=None):
-    """:data:`rnea_fast` with ``f_ext`` optional (None: no external wrenches)."""
-    return rnea_fast(model, q, qd, qdd) if f_ext is None else rnea_fast(model, q, qd, qdd, jnp.asarray(f_ext, qdd.dtype))
 
 
 @jax.jit
@@ -107,4 +103,4 @@ def rnea(model: Model, q, qd, qdd, f_ext=None):
     external wrench on each body, ``(force, moment about the body origin)`` in body axes.
     """
     q, qd, qdd = check_state(model, q, qd=qd, qdd=qdd)
-    return rnea_call(model, q, qd, qdd, check_external_forces(model, f_ext))
+    return rnea_fast(model, q, qd, qdd, check_external_forces(model, f_ext))

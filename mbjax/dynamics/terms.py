@@ -19,7 +19,7 @@ from ..kane.models import kane_forward_dynamics_from
 from .aba import aba_from
 from .bodies import external_forces_or_zero, world_inertias
 from .crba import crba_fast, momentum_matrix_from
-from .rnea import rnea_call
+from .rnea import rnea_fast
 
 
 #: the methods of :func:`forward_dynamics`
@@ -30,7 +30,7 @@ METHODS = ("aba", "crba", "momentum", "kane") + MAXIMAL_METHODS
 def nonlinear_effects(model: Model, q, qd):
     """Bias torques h(q, qd) (nv,): Coriolis, centrifugal and gravity (rnea with qdd = 0)."""
     q, qd = check_state(model, q, qd=qd)
-    return rnea_call(model, q, qd, jnp.zeros_like(qd))
+    return rnea_fast(model, q, qd, jnp.zeros_like(qd))
 
 
 @jax.jit
@@ -38,7 +38,7 @@ def generalized_gravity(model: Model, q):
     """Gravity torques g(q) (nv,) (rnea with qd = qdd = 0)."""
     q = check_state(model, q)
     z = jnp.zeros(model.nv, q.dtype)
-    return rnea_call(model, q, z, z)
+    return rnea_fast(model, q, z, z)
 
 
 @eqx.filter_jit
@@ -61,11 +61,12 @@ def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
 def forward_dynamics_from(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
     """:func:`forward_dynamics` without input checks, for use inside other algorithms (e.g.
     trajectory optimisation, whose trial steps may diverge to non-finite states)."""
+    wrenches = None if f_ext is None else external_forces_or_zero(model, f_ext, tau.dtype)
     if method == "aba":
-        return aba_from(model, q, qd, tau, None if f_ext is None else external_forces_or_zero(model, f_ext, tau.dtype))
+        return aba_from(model, q, qd, tau, wrenches)
     if method == "crba":
         M = crba_fast(model, q)
-        h = rnea_call(model, q, qd, jnp.zeros_like(qd), f_ext)
+        h = rnea_fast(model, q, qd, jnp.zeros_like(qd), wrenches)
         return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), tau - h)
     tk = tree_kinematics(model, q)
     if method == "momentum":
