@@ -1,19 +1,37 @@
 """Derivatives of inverse and forward dynamics with respect to the state, in Pinocchio's
-conventions (``computeRNEADerivatives``, ``computeABADerivatives``).
+conventions (``computeRNEADerivatives``, ``computeABADerivatives``), by the analytic recursion
+of Carpentier & Mansard, "Analytical derivatives of rigid body dynamics algorithms" (RSS 2018).
 
-Derivatives with respect to q are taken along the tangent space: column k is
-d/de f(q (+) e e_k) at e = 0, with (+) :func:`mbjax.integrate` (so a free joint's columns are
-body-frame twists, as in Pinocchio).
+Derivatives with respect to q are taken along the tangent space: column j is
+d/de f(q (+) e e_j) at e = 0, with (+) :func:`mbjax.integrate` (so a free joint's columns are
+body-frame twists, as in Pinocchio). Moving coordinate j along its tangent turns the subtree of
+its joint rigidly by the twist S_j (world frame); everything attached to that subtree is carried
+along (x -> S_j x x), except that the parent's velocity v_l and acceleration a_l stay put.
+With all quantities in world coordinates (RNEA: f_i = I_i a_i + v_i x* I_i v_i - f_ext,i,
+F_i the subtree sums, tau_k = S_k . F_k) this gives, for coordinates k, j (Sec. III):
 
-Forward dynamics follows from inverse dynamics (Carpentier & Mansard, "Analytical derivatives
-of rigid body dynamics algorithms", RSS 2018, Sec. IV): differentiating
+    dV/dq_j = v_l x S_j,   dA/dq_j = a_l x S_j + v_l x dV/dq_j,   dA/dqd_j = dV/dq_j + v_j x S_j
+    B_i = v_i x* I_i - I_i v_i x + (u -> u x* h_i),  h_i = I_i v_i   (d f_i along a velocity change)
+    Y_k, B_k, F_k: sums of I_i, B_i, f_i over the subtree of body(k)
+
+    body(j) <= body(k):  dtau_k/dq_j  = (Y_k S_k) . dA/dq_j  + (B_k^T S_k) . dV/dq_j
+                         dtau_k/dqd_j = (Y_k S_k) . dA/dqd_j + (B_k^T S_k) . S_j
+    body(k) <  body(j):  dtau_k/dq_j  = S_k . (S_j x* F_j + Y_j dA/dq_j + B_j dV/dq_j)
+                         dtau_k/dqd_j = S_k . (B_j S_j + Y_j dA/dqd_j)
+
+(l: the parent body of joint j, the world with a_0 = -g for a root; "<=": ancestor or same body;
+gravity enters as a_0, the external wrenches through f). dtau/dqdd = M. The two passes run
+level by level with the states in the last axis (:mod:`.levels`); the entries are then
+products of 6-vectors over the pairs of coordinates in ancestor relation, the only nonzero ones.
+
+Forward dynamics follows from inverse dynamics (Sec. IV): differentiating
 ID(q, qd, FD(q, qd, tau)) = tau gives
 
     d qdd / d(q, qd) = -M^-1 d ID / d(q, qd) at qdd = FD(q, qd, tau),   d qdd / d tau = M^-1.
 
-d ID / d(q, qd) comes from forward mode through RNEA, all 2 nv unit tangents at once. Vmapped,
-everything runs on the batch-minor kernels (:mod:`.levels`): the tangents form one more
-leading axis, the states stay in the last one.
+The recursion assumes joint motion subspaces that are constant in the child frame; a model with
+a joint whose subspace turns with its own coordinates (``universal``) takes d ID by forward mode
+through RNEA instead (all 2 nv unit tangents at once).
 """
 
 from __future__ import annotations
@@ -23,85 +41,140 @@ import jax.numpy as jnp
 
 from ..checks import check_external_forces, check_state
 from ..configuration import integrate_from
-from ..kinematics import tree_kinematics
 from ..model.model import Model
-from .aba import aba_from, aba_kernel
-from .crba import mass_matrix_from
-from .levels import routed
-from .rnea import rnea_from, rnea_kernel
+from .aba import aba_kernel
+from .levels import T, coordinates, cross_force, cross_motion, dot, gather, joints, level_bodies, mv, one_state
+from .levels import parent_rows, routed, skew, to_parents
+from .rnea import rnea_kernel
 
 
-def _state_jacobians(inverse_dynamics, integrate, model: Model, q, qd, qdd, f_ext):
-    """d ID / d(q tangent) and d ID / d qd, each (nv, nv, ...), by ``jax.jvp`` along the 2 nv
-    unit tangents (batched with ``jax.vmap``; ``...``: the states of a kernel, or none)."""
+def _variation(v, inertia):
+    """v x* I - I v x for inertias (W, 6, 6, C): with Z = v x* I, Z + Z^T (I symmetric)."""
+    Z = T(cross_force(v[:, None], inertia))  # row c of the product: v x* (column c of I)
+    return Z + T(Z)
+
+
+def _cross_force_matrix(h):
+    """The matrix of u -> u x* h, (W, 6, 6, C): [[0, -[h_f]x], [-[h_f]x, -[h_m]x]]."""
+    Hf, Hm = skew(h[:, :3]), skew(h[:, 3:])
+    return -jnp.concatenate([jnp.concatenate([jnp.zeros_like(Hf), Hf], 2), jnp.concatenate([Hf, Hm], 2)], 1)
+
+
+def _coordinate_terms(model: Model, q, qd, qdd, f_ext):
+    """Per coordinate (nv, 8, 6, C): S, Y S, B^T S, dV/dq, dA/dq, dA/dqd, and the two columns
+    S x* F + Y dA/dq + B dV/dq and B S + Y dA/dqd, from a pass root to leaves (body terms,
+    accelerations) and one leaves to root (subtree sums)."""
+    sw = model.topology.sweep
+    C, dtype = qdd.shape[-1], qdd.dtype
+    b0, rest = level_bodies(model, joints(model, q, qd, f_ext), qd)
+    qdd = jnp.pad(qdd, ((0, 1), (0, 0)))
+    root = sw.root
+    n0 = len(root.bodies)
+
+    def forward(b, v_parent, a_parent, dofs):
+        a = a_parent + b.c + mv(T(b.S), gather(qdd, dofs))
+        vl, al = v_parent[:, None], a_parent[:, None]
+        dV = cross_motion(vl, b.S)
+        dA = cross_motion(al, b.S) + cross_motion(vl, dV)
+        dAv = dV + cross_motion(b.v[:, None], b.S)
+        B = _variation(b.v, b.inertia) + _cross_force_matrix(mv(b.inertia, b.v))
+        f = mv(b.inertia, a) + b.p_bias
+        return a, (b.inertia, B, f, b.S, dV, dA, dAv)
+
+    def backward(terms, below):
+        I, B, f, S, dV, dA, dAv = terms
+        Y, B, F = I + below[0], B + below[1], f + below[2]
+        Yc, Bc = Y[:, None], B[:, None]
+        cols = (S, mv(Yc, S), mv(T(Bc), S), dV, dA, dAv,
+                cross_force(S, F[:, None]) + mv(Yc, dA) + mv(Bc, dV), mv(Bc, S) + mv(Yc, dAv))
+        return (Y, B, F), jnp.stack(cols, -3)
+
+    gravity = jnp.concatenate([-model.gravity, jnp.zeros(3, dtype)])[None, :, None]
+    a0, terms0 = forward(b0, jnp.zeros((n0, 6, C), dtype), jnp.broadcast_to(gravity, (n0, 6, C)), root.dofs)
+    sums0 = terms0[:3]
+    if rest is None:
+        return coordinates(model, backward(terms0, tuple(jnp.zeros_like(x) for x in sums0))[1], None)
+    P = jnp.asarray(sw.parent, dtype)
+    W = P.shape[-1]
+    fill = lambda x: jnp.zeros((W,) + x.shape[1:], dtype).at[:n0].set(x)  # noqa: E731
+
+    def down(prev, xs):
+        b, dofs, P = xs
+        v_parent, a_parent = parent_rows(P, prev[0]), parent_rows(P, prev[1])
+        a, terms = forward(b, v_parent, a_parent, dofs)
+        return (b.v, a), terms
+
+    _, terms = jax.lax.scan(down, (fill(b0.v), fill(a0)), (rest._replace(R=None, p=None), sw.dofs, P))
+
+    def up(below, xs):
+        terms, P = xs
+        sums, cols = backward(terms, below)
+        return tuple(to_parents(P, x) for x in sums), cols
+
+    below, cols = jax.lax.scan(up, tuple(jnp.zeros((W,) + x.shape[1:], dtype) for x in sums0), (terms, P),
+                               reverse=True)
+    _, cols0 = backward(terms0, tuple(x[:n0] for x in below))
+    return coordinates(model, cols0, cols)
+
+
+def _analytic_rnea_derivatives(model: Model, q, qd, qdd, f_ext):
+    """(dtau/dq, dtau/dqd, M), (3, nv, nv, C), from the per-coordinate terms: one product of
+    6-vectors per entry, over the pairs listed by ``topology.dof_pairs``."""
+    S, A, Bt, dV, dA, dAv, G, H = jnp.moveaxis(_coordinate_terms(model, q, qd, qdd, f_ext), 1, 0)
+    (k0, k1), (j0, j1), index = model.topology.dof_pairs
+    U = jnp.concatenate([A, Bt], -2)[k0]  # (P0, 12, C)
+    below = (dot(U, jnp.concatenate([dA, dV], -2)[j0]), dot(U, jnp.concatenate([dAv, S], -2)[j0]), dot(A[k0], S[j0]))
+    Sk = S[k1]
+    above = (dot(Sk, G[j1]), dot(Sk, H[j1]), dot(Sk, A[j1]))
+    zero = jnp.zeros((1,) + S.shape[2:], S.dtype)
+    out = jnp.stack([gather(jnp.concatenate([b, a, zero]), index) for b, a in zip(below, above)])
+    return out.at[2].add(jnp.diag(model.armature)[..., None])
+
+
+def _state_jacobians(model: Model, q, qd, qdd, f_ext):
+    """d ID / d(q tangent) and d ID / d qd, each (nv, nv, C), by ``jax.jvp`` of the RNEA kernel
+    along the 2 nv unit tangents (batched with ``jax.vmap``)."""
     nv = model.nv
-    tail = qd.shape[1:]
-    eye = jnp.broadcast_to(jnp.eye(nv, dtype=qd.dtype)[(...,) + (None,) * len(tail)], (nv, nv) + tail)
+    eye = jnp.broadcast_to(jnp.eye(nv, dtype=qd.dtype)[..., None], (nv,) + qd.shape)
     zero = jnp.zeros_like(eye)
-    tangents = (jnp.concatenate([eye, zero]), jnp.concatenate([zero, eye]))  # (2 nv, nv, ...)
+    tangents = (jnp.concatenate([eye, zero]), jnp.concatenate([zero, eye]))  # (2 nv, nv, C)
+    integrate = jax.vmap(lambda q, e: integrate_from(model, q, e), in_axes=(-1, -1), out_axes=-1)
 
     def f(e, v):
-        return inverse_dynamics(model, integrate(q, e), v, qdd, f_ext)
+        return rnea_kernel(model, integrate(q, e), v, qdd, f_ext)
 
     cols = jax.vmap(lambda de, dv: jax.jvp(f, (jnp.zeros_like(qd), qd), (de, dv))[1])(*tangents)
-    cols = jnp.moveaxis(cols, 0, 1)  # (nv out, 2 nv tangents, ...)
+    cols = jnp.moveaxis(cols, 0, 1)  # (nv out, 2 nv tangents, C)
     return cols[:, :nv], cols[:, nv:]
 
 
-# ------------------------------------------------------------------- one state, plain
-def _integrate_one(model):
-    return lambda q, e: integrate_from(model, q, e)
+def _rnea_derivatives_kernel(model: Model, q, qd, qdd, f_ext=None):
+    """(dtau/dq, dtau/dqd, M), (3, nv, nv, C), for C states in the last axis."""
+    if model.topology.sweep is None:
+        return jnp.zeros((3, 0, 0) + qdd.shape[1:], qdd.dtype)
+    out = _analytic_rnea_derivatives(model, q, qd, qdd, f_ext)
+    if model.topology.has_bias:
+        out = jnp.stack(_state_jacobians(model, q, qd, qdd, f_ext) + (out[2],))
+    return out
 
 
-def _rnea_one(model, q, qd, qdd, f_ext):
-    return rnea_from(model, tree_kinematics(model, q), q, qd, qdd, f_ext)
-
-
-def _rnea_derivatives_plain(model: Model, q, qd, qdd, f_ext=None):
-    dq, dv = _state_jacobians(_rnea_one, _integrate_one(model), model, q, qd, qdd, f_ext)
-    return jnp.stack([dq, dv, mass_matrix_from(model, tree_kinematics(model, q))])
-
-
-def _aba_derivatives_plain(model: Model, q, qd, tau, f_ext=None):
-    qdd = aba_from(model, q, qd, tau, f_ext)
-    dq, dv = _state_jacobians(_rnea_one, _integrate_one(model), model, q, qd, qdd, f_ext)
-    M = mass_matrix_from(model, tree_kinematics(model, q))
+def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
+    qdd = aba_kernel(model, q, qd, tau, f_ext)
+    dq, dv, M = _rnea_derivatives_kernel(model, q, qd, qdd, f_ext)
     return _forward_blocks(M, dq, dv)
 
 
 def _forward_blocks(M, dq, dv):
-    """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) for M (nv, nv, ...) by Cholesky."""
-    lead = lambda x: jnp.moveaxis(x, (0, 1), (-2, -1))  # noqa: E731  (..., nv, nv) for LAPACK
+    """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) for M (nv, nv, C) by Cholesky."""
+    lead = lambda x: jnp.moveaxis(x, (0, 1), (-2, -1))  # noqa: E731  (C, nv, nv) for LAPACK
     back = lambda x: jnp.moveaxis(x, (-2, -1), (0, 1))  # noqa: E731
     chol = jax.scipy.linalg.cho_factor(lead(M), lower=True)
     Minv = jax.scipy.linalg.cho_solve(chol, jnp.broadcast_to(jnp.eye(M.shape[0], dtype=M.dtype), lead(M).shape))
     return jnp.stack([-back(Minv @ lead(dq)), -back(Minv @ lead(dv)), back(Minv)])
 
 
-# ------------------------------------------------------------- batch-minor kernels
-def _integrate_states(model):
-    """``q (+) e`` for C states in the last axis (the joint types work on rows)."""
-    return jax.vmap(lambda q, e: integrate_from(model, q, e), in_axes=(-1, -1), out_axes=-1)
-
-
-def _mass_matrices(model, q):
-    """M (nv, nv, C) for C states in the last axis of q."""
-    return jax.vmap(lambda q: mass_matrix_from(model, tree_kinematics(model, q)), in_axes=-1, out_axes=-1)(q)
-
-
-def _rnea_derivatives_kernel(model: Model, q, qd, qdd, f_ext=None):
-    dq, dv = _state_jacobians(rnea_kernel, _integrate_states(model), model, q, qd, qdd, f_ext)
-    return jnp.stack([dq, dv, _mass_matrices(model, q)])
-
-
-def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
-    qdd = aba_kernel(model, q, qd, tau, f_ext)
-    dq, dv = _state_jacobians(rnea_kernel, _integrate_states(model), model, q, qd, qdd, f_ext)
-    return _forward_blocks(_mass_matrices(model, q), dq, dv)
-
-
-_rnea_derivatives = routed(_rnea_derivatives_kernel, _rnea_derivatives_plain)
-_aba_derivatives = routed(_aba_derivatives_kernel, _aba_derivatives_plain)
+_rnea_derivatives = routed(_rnea_derivatives_kernel, one_state(_rnea_derivatives_kernel))
+_aba_derivatives = routed(_aba_derivatives_kernel, one_state(_aba_derivatives_kernel))
 
 
 def _call(fn, model, q, qd, x, f_ext):

@@ -48,6 +48,13 @@ def cross(a, b):
     return jnp.stack([a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0], -2)
 
 
+def skew(a):
+    """[a]x (..., 3, 3, C) of 3-vectors a (..., 3, C): [a]x b = a x b."""
+    x, y, z = a[..., 0, :], a[..., 1, :], a[..., 2, :]
+    zero = jnp.zeros_like(x)
+    return jnp.stack([jnp.stack([zero, -z, y], -2), jnp.stack([z, zero, -x], -2), jnp.stack([-y, x, zero], -2)], -3)
+
+
 def mv(A, x):
     """A x for (..., m, n, C) and (..., n, C)."""
     return jnp.sum(A * x[..., None, :, :], axis=-2)
@@ -152,10 +159,7 @@ def inertia_matrix(model: Model, body, R, p):
     c = mv(R, com) + p
     eye = jnp.eye(3, dtype=p.dtype)[:, :, None]
     IO = mm(mm(R, Ib), T(R)) + m * (dot(c, c)[:, None, None] * eye - c[:, :, None] * c[:, None, :])
-    h = m[..., 0] * c
-    x, y, z = h[:, 0], h[:, 1], h[:, 2]
-    zero = jnp.zeros_like(x)
-    H = jnp.stack([jnp.stack([zero, -z, y], 1), jnp.stack([z, zero, -x], 1), jnp.stack([-y, x, zero], 1)], 1)
+    H = skew(m[..., 0] * c)
     mE = m * eye * jnp.ones_like(H)
     return jnp.concatenate([jnp.concatenate([mE, -H], 2), jnp.concatenate([H, IO], 2)], 1)
 
@@ -275,9 +279,7 @@ def batch_rule(kernel, single=None):
     vmap of the single call.
     """
     if single is None:
-        def single(model, *xs):
-            return kernel(model, *(None if x is None else x[..., None] for x in xs))[..., 0]
-
+        single = one_state(kernel)
     fn = jax.custom_batching.custom_vmap(single)
 
     @fn.def_vmap
@@ -294,6 +296,14 @@ def batch_rule(kernel, single=None):
         return run_chunked(lambda *ys: kernel(model, *ys), axis_size, xs), True
 
     return fn
+
+
+def one_state(kernel):
+    """``kernel`` on one state (C = 1): ``fn(model, *states)`` without the states' last axis."""
+    def single(model, *xs):
+        return kernel(model, *(None if x is None else x[..., None] for x in xs))[..., 0]
+
+    return single
 
 
 def run_chunked(kernel, B, xs, chunk=None, minor=True):
