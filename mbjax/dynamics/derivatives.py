@@ -38,32 +38,57 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..checks import check_external_forces, check_state
 from ..configuration import integrate_from
 from ..model.model import Model
-from .aba import aba_kernel
-from .levels import T, coordinates, cross_force, cross_motion, dot, gather, joints, level_bodies, mv, one_state
+from .. import spatial
+from ..kinematics import tree_kinematics
+from .aba import aba_from, aba_kernel
+from .bodies import body_terms
+from .levels import T, coordinates, cross_force, cross_motion, gather, joints, level_bodies, mv, one_state
 from .levels import parent_rows, routed, skew, to_parents
-from .rnea import rnea_kernel
+from .rnea import body_accelerations, rnea_kernel
 
 
 def _variation(v, inertia):
-    """v x* I - I v x for inertias (W, 6, 6, C): with Z = v x* I, Z + Z^T (I symmetric)."""
-    Z = T(cross_force(v[:, None], inertia))  # row c of the product: v x* (column c of I)
+    """v x* I - I v x for inertias (..., 6, 6, C): with Z = v x* I, Z + Z^T (I symmetric)."""
+    Z = T(cross_force(v[..., None, :, :], inertia))  # row c of the product: v x* (column c of I)
     return Z + T(Z)
 
 
 def _cross_force_matrix(h):
-    """The matrix of u -> u x* h, (W, 6, 6, C): [[0, -[h_f]x], [-[h_f]x, -[h_m]x]]."""
-    Hf, Hm = skew(h[:, :3]), skew(h[:, 3:])
-    return -jnp.concatenate([jnp.concatenate([jnp.zeros_like(Hf), Hf], 2), jnp.concatenate([Hf, Hm], 2)], 1)
+    """The matrix of u -> u x* h, (..., 6, 6, C): [[0, -[h_f]x], [-[h_f]x, -[h_m]x]]."""
+    Hf, Hm = skew(h[..., :3, :]), skew(h[..., 3:, :])
+    return -jnp.concatenate([jnp.concatenate([jnp.zeros_like(Hf), Hf], -2), jnp.concatenate([Hf, Hm], -2)], -3)
+
+
+def _body_terms(inertia, v, a, p_bias):
+    """What each body adds to its subtree's sums: I, B = v x* I - I v x + (u -> u x* I v), and
+    f = I a + p_bias."""
+    B = _variation(v, inertia) + _cross_force_matrix(mv(inertia, v))
+    return inertia, B, mv(inertia, a) + p_bias
+
+
+def _columns(S, v_parent, a_parent, v, Y, B, F):
+    """Per coordinate (..., 8, 6, C): S, Y S, B^T S, dV/dq, dA/dq, dA/dqd and the two columns
+    S x* F + Y dA/dq + B dV/dq, B S + Y dA/dqd, from the coordinate's S, the velocity and
+    acceleration of its joint's parent and child, and the child's subtree sums Y, B, F."""
+    dV = cross_motion(v_parent, S)
+    dA = cross_motion(a_parent, S) + cross_motion(v_parent, dV)
+    dAv = dV + cross_motion(v, S)
+    cols = (S, mv(Y, S), mv(T(B), S), dV, dA, dAv, cross_force(S, F) + mv(Y, dA) + mv(B, dV), mv(B, S) + mv(Y, dAv))
+    return jnp.stack(cols, -3)
+
+
+def _gravity(model, dtype):
+    return jnp.concatenate([-model.gravity, jnp.zeros(3, dtype)])[:, None]
 
 
 def _coordinate_terms(model: Model, q, qd, qdd, f_ext):
-    """Per coordinate (nv, 8, 6, C): S, Y S, B^T S, dV/dq, dA/dq, dA/dqd, and the two columns
-    S x* F + Y dA/dq + B dV/dq and B S + Y dA/dqd, from a pass root to leaves (body terms,
-    accelerations) and one leaves to root (subtree sums)."""
+    """:func:`_columns` of every coordinate (nv, 8, 6, C) for C states in the last axis, level
+    by level: body terms and accelerations root to leaves, subtree sums leaves to root."""
     sw = model.topology.sweep
     C, dtype = qdd.shape[-1], qdd.dtype
     b0, rest = level_bodies(model, joints(model, q, qd, f_ext), qd)
@@ -73,35 +98,24 @@ def _coordinate_terms(model: Model, q, qd, qdd, f_ext):
 
     def forward(b, v_parent, a_parent, dofs):
         a = a_parent + b.c + mv(T(b.S), gather(qdd, dofs))
-        vl, al = v_parent[:, None], a_parent[:, None]
-        dV = cross_motion(vl, b.S)
-        dA = cross_motion(al, b.S) + cross_motion(vl, dV)
-        dAv = dV + cross_motion(b.v[:, None], b.S)
-        B = _variation(b.v, b.inertia) + _cross_force_matrix(mv(b.inertia, b.v))
-        f = mv(b.inertia, a) + b.p_bias
-        return a, (b.inertia, B, f, b.S, dV, dA, dAv)
+        return a, (_body_terms(b.inertia, b.v, a, b.p_bias), (b.S, v_parent, a_parent, b.v))
 
     def backward(terms, below):
-        I, B, f, S, dV, dA, dAv = terms
-        Y, B, F = I + below[0], B + below[1], f + below[2]
-        Yc, Bc = Y[:, None], B[:, None]
-        cols = (S, mv(Yc, S), mv(T(Bc), S), dV, dA, dAv,
-                cross_force(S, F[:, None]) + mv(Yc, dA) + mv(Bc, dV), mv(Bc, S) + mv(Yc, dAv))
-        return (Y, B, F), jnp.stack(cols, -3)
+        own, (S, v_parent, a_parent, v) = terms
+        sums = tuple(x + y for x, y in zip(own, below))
+        return sums, _columns(S, v_parent[:, None], a_parent[:, None], v[:, None], *(x[:, None] for x in sums))
 
-    gravity = jnp.concatenate([-model.gravity, jnp.zeros(3, dtype)])[None, :, None]
-    a0, terms0 = forward(b0, jnp.zeros((n0, 6, C), dtype), jnp.broadcast_to(gravity, (n0, 6, C)), root.dofs)
-    sums0 = terms0[:3]
+    world = (jnp.zeros((n0, 6, C), dtype), jnp.broadcast_to(_gravity(model, dtype), (n0, 6, C)))
+    a0, terms0 = forward(b0, *world, root.dofs)
     if rest is None:
-        return coordinates(model, backward(terms0, tuple(jnp.zeros_like(x) for x in sums0))[1], None)
+        return coordinates(model, backward(terms0, tuple(jnp.zeros_like(x) for x in terms0[0]))[1], None)
     P = jnp.asarray(sw.parent, dtype)
     W = P.shape[-1]
     fill = lambda x: jnp.zeros((W,) + x.shape[1:], dtype).at[:n0].set(x)  # noqa: E731
 
     def down(prev, xs):
         b, dofs, P = xs
-        v_parent, a_parent = parent_rows(P, prev[0]), parent_rows(P, prev[1])
-        a, terms = forward(b, v_parent, a_parent, dofs)
+        a, terms = forward(b, parent_rows(P, prev[0]), parent_rows(P, prev[1]), dofs)
         return (b.v, a), terms
 
     _, terms = jax.lax.scan(down, (fill(b0.v), fill(a0)), (rest._replace(R=None, p=None), sw.dofs, P))
@@ -111,24 +125,44 @@ def _coordinate_terms(model: Model, q, qd, qdd, f_ext):
         sums, cols = backward(terms, below)
         return tuple(to_parents(P, x) for x in sums), cols
 
-    below, cols = jax.lax.scan(up, tuple(jnp.zeros((W,) + x.shape[1:], dtype) for x in sums0), (terms, P),
+    below, cols = jax.lax.scan(up, tuple(jnp.zeros((W,) + x.shape[1:], dtype) for x in terms0[0]), (terms, P),
                                reverse=True)
-    _, cols0 = backward(terms0, tuple(x[:n0] for x in below))
-    return coordinates(model, cols0, cols)
+    return coordinates(model, backward(terms0, tuple(x[:n0] for x in below))[1], cols)
 
 
-def _analytic_rnea_derivatives(model: Model, q, qd, qdd, f_ext):
-    """(dtau/dq, dtau/dqd, M), (3, nv, nv, C), from the per-coordinate terms: one product of
-    6-vectors per entry, over the pairs listed by ``topology.dof_pairs``."""
-    S, A, Bt, dV, dA, dAv, G, H = jnp.moveaxis(_coordinate_terms(model, q, qd, qdd, f_ext), 1, 0)
+def _coordinate_terms_one(model: Model, q, qd, qdd, f_ext):
+    """:func:`_columns` of every coordinate (nv, 8, 6) for one state, in matrix form (all
+    bodies at once, sums over paths and subtrees as products with the ancestor matrix): a
+    few large operations instead of two sweeps (the cheaper program for a single state)."""
+    topo = model.topology
+    one = lambda x: x[..., None]  # noqa: E731  (the batch-minor helpers' layout, C = 1)
+    tk = tree_kinematics(model, q)
+    t = body_terms(model, tk, q, qd, f_ext)
+    a = body_accelerations(model, tk, t.c, qdd)
+    own = _body_terms(one(spatial.inertia_matrix(*t.inertia)), one(t.v), one(a), one(t.p))
+    A = jnp.asarray(topo.ancestors, qd.dtype)
+    sums = [jnp.tensordot(A.T, x, axes=1)[topo.dof_body] for x in own]  # subtree sums at each coordinate
+    parent = np.asarray(topo.parents)[topo.dof_body]
+    world = jnp.stack([jnp.zeros(6, qd.dtype), _gravity(model, qd.dtype)[:, 0]])  # velocity, acceleration
+    v_parent, a_parent = (jnp.concatenate([x, w[None]])[parent] for x, w in zip((t.v, a), world))
+    cols = _columns(one(tk.S), one(v_parent), one(a_parent), one(t.v[topo.dof_body]), *sums)
+    return cols[..., 0]
+
+
+def _rnea_derivatives_from(model: Model, cols):
+    """(dtau/dq, dtau/dqd, M), (3, nv, nv, ...), from the per-coordinate terms (nv, 8, 6, ...):
+    one product of 6-vectors per entry, over the pairs listed by ``topology.dof_pairs``."""
+    S, A, Bt, dV, dA, dAv, G, H = jnp.moveaxis(cols, 1, 0)
     (k0, k1), (j0, j1), index = model.topology.dof_pairs
-    U = jnp.concatenate([A, Bt], -2)[k0]  # (P0, 12, C)
-    below = (dot(U, jnp.concatenate([dA, dV], -2)[j0]), dot(U, jnp.concatenate([dAv, S], -2)[j0]), dot(A[k0], S[j0]))
+    U = jnp.concatenate([A, Bt], 1)[k0]  # (P0, 12, ...)
+    dot = lambda x, y: jnp.sum(x * y, axis=1)  # noqa: E731
+    below = (dot(U, jnp.concatenate([dA, dV], 1)[j0]), dot(U, jnp.concatenate([dAv, S], 1)[j0]), dot(A[k0], S[j0]))
     Sk = S[k1]
     above = (dot(Sk, G[j1]), dot(Sk, H[j1]), dot(Sk, A[j1]))
     zero = jnp.zeros((1,) + S.shape[2:], S.dtype)
     out = jnp.stack([gather(jnp.concatenate([b, a, zero]), index) for b, a in zip(below, above)])
-    return out.at[2].add(jnp.diag(model.armature)[..., None])
+    arm = jnp.diag(model.armature)
+    return out.at[2].add(arm.reshape(arm.shape + (1,) * (out.ndim - 3)))
 
 
 def _state_jacobians(model: Model, q, qd, qdd, f_ext):
@@ -152,10 +186,17 @@ def _rnea_derivatives_kernel(model: Model, q, qd, qdd, f_ext=None):
     """(dtau/dq, dtau/dqd, M), (3, nv, nv, C), for C states in the last axis."""
     if model.topology.sweep is None:
         return jnp.zeros((3, 0, 0) + qdd.shape[1:], qdd.dtype)
-    out = _analytic_rnea_derivatives(model, q, qd, qdd, f_ext)
+    out = _rnea_derivatives_from(model, _coordinate_terms(model, q, qd, qdd, f_ext))
     if model.topology.has_bias:
         out = jnp.stack(_state_jacobians(model, q, qd, qdd, f_ext) + (out[2],))
     return out
+
+
+def _rnea_derivatives_one(model: Model, q, qd, qdd, f_ext=None):
+    """(dtau/dq, dtau/dqd, M), (3, nv, nv), for one state (matrix form)."""
+    if model.topology.has_bias:
+        return one_state(_rnea_derivatives_kernel)(model, q, qd, qdd, f_ext)
+    return _rnea_derivatives_from(model, _coordinate_terms_one(model, q, qd, qdd, f_ext))
 
 
 def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
@@ -164,17 +205,22 @@ def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
     return _forward_blocks(M, dq, dv)
 
 
+def _aba_derivatives_one(model: Model, q, qd, tau, f_ext=None):
+    qdd = aba_from(model, q, qd, tau, f_ext)
+    dq, dv, M = _rnea_derivatives_one(model, q, qd, qdd, f_ext)
+    return _forward_blocks(M, dq, dv)
+
 def _forward_blocks(M, dq, dv):
-    """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) for M (nv, nv, C) by Cholesky."""
-    lead = lambda x: jnp.moveaxis(x, (0, 1), (-2, -1))  # noqa: E731  (C, nv, nv) for LAPACK
+    """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) for M (nv, nv, ...) by Cholesky."""
+    lead = lambda x: jnp.moveaxis(x, (0, 1), (-2, -1))  # noqa: E731  (..., nv, nv) for LAPACK
     back = lambda x: jnp.moveaxis(x, (-2, -1), (0, 1))  # noqa: E731
     chol = jax.scipy.linalg.cho_factor(lead(M), lower=True)
     Minv = jax.scipy.linalg.cho_solve(chol, jnp.broadcast_to(jnp.eye(M.shape[0], dtype=M.dtype), lead(M).shape))
     return jnp.stack([-back(Minv @ lead(dq)), -back(Minv @ lead(dv)), back(Minv)])
 
 
-_rnea_derivatives = routed(_rnea_derivatives_kernel, one_state(_rnea_derivatives_kernel))
-_aba_derivatives = routed(_aba_derivatives_kernel, one_state(_aba_derivatives_kernel))
+_rnea_derivatives = routed(_rnea_derivatives_kernel, _rnea_derivatives_one)
+_aba_derivatives = routed(_aba_derivatives_kernel, _aba_derivatives_one)
 
 
 def _call(fn, model, q, qd, x, f_ext):
