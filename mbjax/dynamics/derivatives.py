@@ -22,7 +22,7 @@ F_i the subtree sums, tau_k = S_k . F_k) this gives, for coordinates k, j (Sec. 
 (l: the parent body of joint j, the world with a_0 = -g for a root; "<=": ancestor or same body;
 gravity enters as a_0, the external wrenches through f). dtau/dqdd = M. The two passes run
 level by level with the states in the last axis (:mod:`.levels`); the entries are then
-products of 6-vectors over the pairs of coordinates in ancestor relation, the only nonzero ones.
+products of 6-vectors, kept for the pairs of coordinates in ancestor relation (the others are zero).
 
 Forward dynamics follows from inverse dynamics (Sec. IV): differentiating
 ID(q, qd, FD(q, qd, tau)) = tau gives
@@ -45,11 +45,12 @@ from ..configuration import integrate_from
 from ..model.model import Model
 from .. import spatial
 from ..kinematics import tree_kinematics
-from .aba import aba_from, aba_kernel
+from .aba import aba_kernel
+from .crba import mass_matrix_from
 from .bodies import body_terms
 from .levels import T, coordinates, cross_force, cross_motion, gather, joints, level_bodies, mv, one_state
 from .levels import parent_rows, routed, skew, to_parents
-from .rnea import body_accelerations, rnea_kernel
+from .rnea import body_accelerations, rnea_from, rnea_kernel
 
 
 def _variation(v, inertia):
@@ -151,18 +152,19 @@ def _coordinate_terms_one(model: Model, q, qd, qdd, f_ext):
 
 def _rnea_derivatives_from(model: Model, cols):
     """(dtau/dq, dtau/dqd, M), (3, nv, nv, ...), from the per-coordinate terms (nv, 8, 6, ...):
-    one product of 6-vectors per entry, over the pairs listed by ``topology.dof_pairs``."""
+    products of 6-vectors for every pair of coordinates, kept where the two are in ancestor
+    relation (``topology.dof_pairs``); with the states last, dense products beat gathering
+    the pairs."""
     S, A, Bt, dV, dA, dAv, G, H = jnp.moveaxis(cols, 1, 0)
-    (k0, k1), (j0, j1), index = model.topology.dof_pairs
-    U = jnp.concatenate([A, Bt], 1)[k0]  # (P0, 12, ...)
-    dot = lambda x, y: jnp.sum(x * y, axis=1)  # noqa: E731
-    below = (dot(U, jnp.concatenate([dA, dV], 1)[j0]), dot(U, jnp.concatenate([dAv, S], 1)[j0]), dot(A[k0], S[j0]))
-    Sk = S[k1]
-    above = (dot(Sk, G[j1]), dot(Sk, H[j1]), dot(Sk, A[j1]))
-    zero = jnp.zeros((1,) + S.shape[2:], S.dtype)
-    out = jnp.stack([gather(jnp.concatenate([b, a, zero]), index) for b, a in zip(below, above)])
+    below, above = (jnp.asarray(m.reshape(m.shape + (1,) * (cols.ndim - 3)), cols.dtype)
+                    for m in model.topology.dof_pairs)
+    outer = lambda x, y: jnp.sum(x[:, None] * y[None], axis=2)  # noqa: E731  (k, j) -> x_k . y_j
+    U = jnp.concatenate([A, Bt], 1)
+    dq = below * outer(U, jnp.concatenate([dA, dV], 1)) + above * outer(S, G)
+    dv = below * outer(U, jnp.concatenate([dAv, S], 1)) + above * outer(S, H)
+    M = below * outer(A, S) + above * outer(S, A)
     arm = jnp.diag(model.armature)
-    return out.at[2].add(arm.reshape(arm.shape + (1,) * (out.ndim - 3)))
+    return jnp.stack([dq, dv, M + arm.reshape(arm.shape + (1,) * (cols.ndim - 3))])
 
 
 def _state_jacobians(model: Model, q, qd, qdd, f_ext):
@@ -206,7 +208,11 @@ def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
 
 
 def _aba_derivatives_one(model: Model, q, qd, tau, f_ext=None):
-    qdd = aba_from(model, q, qd, tau, f_ext)
+    # qdd = M^-1 (tau - h) from the matrix forms: for one state, a few products and a
+    # Cholesky factorisation launch far fewer kernels than the ABA's three sweeps
+    tk = tree_kinematics(model, q)
+    h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
+    qdd = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(mass_matrix_from(model, tk)), tau - h)
     dq, dv, M = _rnea_derivatives_one(model, q, qd, qdd, f_ext)
     return _forward_blocks(M, dq, dv)
 

@@ -224,21 +224,13 @@ class Topology:
 
     @functools.cached_property
     def dof_pairs(self):
-        """Coordinate pairs in ancestor relation, for dense (nv x nv) derivative matrices:
-        ``(rows, cols, index)`` where ``rows[0], cols[0]`` (``P0`` pairs) list the (k, j) with
-        body(j) = body(k) or an ancestor of it, ``rows[1], cols[1]`` those with body(k) a
-        strict ancestor of body(j), and ``index`` (nv, nv) gives each entry's position in the
-        two lists concatenated, ``P0 + P1`` for the entries that are zero."""
-        body, A = self.dof_body, self.ancestors
-        below = A[body][:, body] > 0  # below[k, j]: body(j) is body(k) or an ancestor
-        above = below.T & (body[:, None] != body[None, :])
-        rows0, cols0 = np.nonzero(below)
-        rows1, cols1 = np.nonzero(above)
-        index = np.full((self.nv, self.nv), len(rows0) + len(rows1), dtype=np.int32)
-        index[rows0, cols0] = np.arange(len(rows0))
-        index[rows1, cols1] = len(rows0) + np.arange(len(rows1))
-        as32 = lambda *xs: tuple(x.astype(np.int32) for x in xs)  # noqa: E731
-        return as32(rows0, rows1), as32(cols0, cols1), index
+        """Coordinates in ancestor relation, as two (nv, nv) masks: ``below[k, j] = 1`` when
+        body(j) is body(k) or one of its ancestors, ``above[k, j] = 1`` when body(k) is a strict
+        ancestor of body(j). Entries of derivative matrices outside both are zero."""
+        body = self.dof_body
+        below = self.ancestors[body][:, body]
+        above = below.T * (body[:, None] != body[None, :])
+        return below, above
 
     @functools.cached_property
     def has_bias(self):
