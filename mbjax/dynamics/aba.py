@@ -17,6 +17,7 @@ from ..checks import check_accelerations, check_external_forces, check_state
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from .crba import mass_matrix_from
+from .bodies import gravity_acceleration
 from .levels import T, batch_rule, coordinates, dot, gather, joints, level_bodies, mm, mv, parent_rows, spd_inverse, to_parents
 from .rnea import rnea_from
 
@@ -45,29 +46,23 @@ def _articulated(IA, pA, c, U, Dinv, u):
     return Ia, pa
 
 
-def _accelerate(a_parent, c, S, U, Dinv, u):
+def accelerate(a_parent, c, S, U, Dinv, u):
     """qdd = D^-1 (u - U^T a'),  a = a' + S qdd,  with a' = a_parent + c (RBDA Table 7.1)."""
     a1 = a_parent + c
     qdd = mv(Dinv, u - dot(U, a1[:, None]))
     return qdd, a1 + mv(T(S), qdd)
 
 
-def aba_kernel(model: Model, q, qd, tau, f_ext=None):
-    """ABA for C states in the last axis (q (nq, C), qd and tau (nv, C), f_ext (nb, 6, C)).
-
-    Three passes over the levels (:mod:`.levels`): body terms root to leaves, articulated
-    inertias leaves to root, accelerations root to leaves.
-    """
+def articulated_inertias(model: Model, b0, rest, tau):
+    """The ABA's pass leaves to root over the body terms of :func:`.levels.level_bodies`:
+    (U, D^-1, u) of the root level, and of the other levels stacked (None without them)."""
     sw = model.topology.sweep
-    if sw is None:  # nothing moves
-        return jnp.zeros((0,) + tau.shape[1:], tau.dtype)
-    b0, rest = level_bodies(model, joints(model, q, qd, f_ext), qd)
     C, dtype = tau.shape[-1], tau.dtype
     tau, arm = jnp.pad(tau, ((0, 1), (0, 0))), jnp.pad(model.armature, (0, 1))[:, None]
-    gravity = jnp.concatenate([-model.gravity, jnp.zeros(3, dtype)])[None, :, None]
     root = sw.root
     n0 = len(root.bodies)
     IA0, pA0 = b0.inertia, b0.p_bias
+    saved = None
     if rest is not None:
         P = jnp.asarray(sw.parent, dtype)
         W = P.shape[-1]
@@ -83,18 +78,33 @@ def aba_kernel(model: Model, q, qd, tau, f_ext=None):
         xs = (rest.inertia, rest.p_bias, rest.c, rest.S, sw.dofs, jnp.asarray(sw.pad, dtype), P)
         acc, saved = jax.lax.scan(backward, zero, xs, reverse=True)
         IA0, pA0 = IA0 + acc[0][:n0], pA0 + acc[1][:n0]
-    U, Dinv, u = _project(IA0, pA0, b0.S, gather(tau, root.dofs), gather(arm, root.dofs),
+    root_terms = _project(IA0, pA0, b0.S, gather(tau, root.dofs), gather(arm, root.dofs),
                           jnp.asarray(root.pad, dtype)[..., None])
-    qdd0, a0 = _accelerate(gravity, b0.c, b0.S, U, Dinv, u)
+    return root_terms, saved
+
+
+def aba_kernel(model: Model, q, qd, tau, f_ext=None):
+    """ABA for C states in the last axis (q (nq, C), qd and tau (nv, C), f_ext (nb, 6, C)).
+
+    Three passes over the levels (:mod:`.levels`): body terms root to leaves, articulated
+    inertias leaves to root, accelerations root to leaves.
+    """
+    sw = model.topology.sweep
+    if sw is None:  # nothing moves
+        return jnp.zeros((0,) + tau.shape[1:], tau.dtype)
+    b0, rest = level_bodies(model, joints(model, q, qd, f_ext), qd)
+    root_terms, saved = articulated_inertias(model, b0, rest, tau)
+    qdd0, a0 = accelerate(gravity_acceleration(model)[None, :, None], b0.c, b0.S, *root_terms)
     if rest is None:
         return coordinates(model, qdd0, None)
+    P = jnp.asarray(sw.parent, tau.dtype)
 
     def forward(a_prev, xs):  # root to leaves; the carry: accelerations of the level above
-        c, S, P, (U, Dinv, u) = xs
-        qdd, a = _accelerate(parent_rows(P, a_prev), c, S, U, Dinv, u)
+        c, S, P, terms = xs
+        qdd, a = accelerate(parent_rows(P, a_prev), c, S, *terms)
         return a, qdd
 
-    a_init = jnp.zeros((W, 6, C), dtype).at[:n0].set(a0)
+    a_init = jnp.zeros((P.shape[-1],) + a0.shape[1:], a0.dtype).at[:len(sw.root.bodies)].set(a0)
     _, qdds = jax.lax.scan(forward, a_init, (rest.c, rest.S, P, saved))
     return coordinates(model, qdd0, qdds)
 

@@ -45,9 +45,9 @@ from ..configuration import integrate_from
 from ..model.model import Model
 from .. import spatial
 from ..kinematics import tree_kinematics
-from .aba import aba_kernel
+from .aba import aba_kernel, accelerate, articulated_inertias
 from .crba import mass_matrix_from
-from .bodies import body_terms
+from .bodies import body_terms, gravity_acceleration
 from .levels import T, coordinates, cross_force, cross_motion, gather, joints, level_bodies, mv, one_state
 from .levels import parent_rows, routed, skew, to_parents
 from .rnea import body_accelerations, rnea_from, rnea_kernel
@@ -83,22 +83,31 @@ def _columns(S, v_parent, a_parent, v, Y, B, F):
     return jnp.stack(cols, -3)
 
 
-def _gravity(model, dtype):
-    return jnp.concatenate([-model.gravity, jnp.zeros(3, dtype)])[:, None]
-
-
-def _coordinate_terms(model: Model, q, qd, qdd, f_ext):
+def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
     """:func:`_columns` of every coordinate (nv, 8, 6, C) for C states in the last axis, level
-    by level: body terms and accelerations root to leaves, subtree sums leaves to root."""
+    by level: body terms and accelerations root to leaves, subtree sums leaves to root. Given
+    ``tau`` instead of ``qdd``, the accelerations are the ABA's: its articulated inertias in
+    one more pass leaves to root first, on the same body terms."""
     sw = model.topology.sweep
-    C, dtype = qdd.shape[-1], qdd.dtype
     b0, rest = level_bodies(model, joints(model, q, qd, f_ext), qd)
-    qdd = jnp.pad(qdd, ((0, 1), (0, 0)))
+    C, dtype = qd.shape[-1], qd.dtype
     root = sw.root
     n0 = len(root.bodies)
+    if tau is None:
+        qdd = jnp.pad(qdd, ((0, 1), (0, 0)))
+        levels_terms = sw.dofs
+        root_terms = root.dofs
 
-    def forward(b, v_parent, a_parent, dofs):
-        a = a_parent + b.c + mv(T(b.S), gather(qdd, dofs))
+        def acceleration(b, a_parent, dofs):
+            return a_parent + b.c + mv(T(b.S), gather(qdd, dofs))
+    else:
+        root_terms, levels_terms = articulated_inertias(model, b0, rest, tau)
+
+        def acceleration(b, a_parent, terms):
+            return accelerate(a_parent, b.c, b.S, *terms)[1]
+
+    def forward(b, v_parent, a_parent, terms):
+        a = acceleration(b, a_parent, terms)
         return a, (_body_terms(b.inertia, b.v, a, b.p_bias), (b.S, v_parent, a_parent, b.v))
 
     def backward(terms, below):
@@ -106,8 +115,8 @@ def _coordinate_terms(model: Model, q, qd, qdd, f_ext):
         sums = tuple(x + y for x, y in zip(own, below))
         return sums, _columns(S, v_parent[:, None], a_parent[:, None], v[:, None], *(x[:, None] for x in sums))
 
-    world = (jnp.zeros((n0, 6, C), dtype), jnp.broadcast_to(_gravity(model, dtype), (n0, 6, C)))
-    a0, terms0 = forward(b0, *world, root.dofs)
+    world = (jnp.zeros((n0, 6, C), dtype), jnp.broadcast_to(gravity_acceleration(model)[:, None], (n0, 6, C)))
+    a0, terms0 = forward(b0, *world, root_terms)
     if rest is None:
         return coordinates(model, backward(terms0, tuple(jnp.zeros_like(x) for x in terms0[0]))[1], None)
     P = jnp.asarray(sw.parent, dtype)
@@ -115,11 +124,11 @@ def _coordinate_terms(model: Model, q, qd, qdd, f_ext):
     fill = lambda x: jnp.zeros((W,) + x.shape[1:], dtype).at[:n0].set(x)  # noqa: E731
 
     def down(prev, xs):
-        b, dofs, P = xs
-        a, terms = forward(b, parent_rows(P, prev[0]), parent_rows(P, prev[1]), dofs)
+        b, terms, P = xs
+        a, terms = forward(b, parent_rows(P, prev[0]), parent_rows(P, prev[1]), terms)
         return (b.v, a), terms
 
-    _, terms = jax.lax.scan(down, (fill(b0.v), fill(a0)), (rest._replace(R=None, p=None), sw.dofs, P))
+    _, terms = jax.lax.scan(down, (fill(b0.v), fill(a0)), (rest._replace(R=None, p=None), levels_terms, P))
 
     def up(below, xs):
         terms, P = xs
@@ -144,7 +153,7 @@ def _coordinate_terms_one(model: Model, q, qd, qdd, f_ext):
     A = jnp.asarray(topo.ancestors, qd.dtype)
     sums = [jnp.tensordot(A.T, x, axes=1)[topo.dof_body] for x in own]  # subtree sums at each coordinate
     parent = np.asarray(topo.parents)[topo.dof_body]
-    world = jnp.stack([jnp.zeros(6, qd.dtype), _gravity(model, qd.dtype)[:, 0]])  # velocity, acceleration
+    world = jnp.stack([jnp.zeros(6, qd.dtype), gravity_acceleration(model)])  # velocity, acceleration
     v_parent, a_parent = (jnp.concatenate([x, w[None]])[parent] for x, w in zip((t.v, a), world))
     cols = _columns(one(tk.S), one(v_parent), one(a_parent), one(t.v[topo.dof_body]), *sums)
     return cols[..., 0]
@@ -188,7 +197,7 @@ def _rnea_derivatives_kernel(model: Model, q, qd, qdd, f_ext=None):
     """(dtau/dq, dtau/dqd, M), (3, nv, nv, C), for C states in the last axis."""
     if model.topology.sweep is None:
         return jnp.zeros((3, 0, 0) + qdd.shape[1:], qdd.dtype)
-    out = _rnea_derivatives_from(model, _coordinate_terms(model, q, qd, qdd, f_ext))
+    out = _rnea_derivatives_from(model, _coordinate_terms(model, q, qd, f_ext, qdd=qdd))
     if model.topology.has_bias:
         out = jnp.stack(_state_jacobians(model, q, qd, qdd, f_ext) + (out[2],))
     return out
@@ -202,8 +211,11 @@ def _rnea_derivatives_one(model: Model, q, qd, qdd, f_ext=None):
 
 
 def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
-    qdd = aba_kernel(model, q, qd, tau, f_ext)
-    dq, dv, M = _rnea_derivatives_kernel(model, q, qd, qdd, f_ext)
+    if model.topology.sweep is None or model.topology.has_bias:
+        qdd = aba_kernel(model, q, qd, tau, f_ext)
+        dq, dv, M = _rnea_derivatives_kernel(model, q, qd, qdd, f_ext)
+    else:  # the ABA's accelerations inside the same sweeps
+        dq, dv, M = _rnea_derivatives_from(model, _coordinate_terms(model, q, qd, f_ext, tau=tau))
     return _forward_blocks(M, dq, dv)
 
 

@@ -63,8 +63,7 @@ def rnea_kernel(model: Model, q, qd, qdd, f_ext=None):
     def torque(b, F, dofs):
         return dot(b.S, F[:, None]) + gather(arm, dofs) * gather(qdd, dofs)
 
-    gravity = jnp.concatenate([-model.gravity, jnp.zeros(3, dtype)])[None, :, None]
-    a0, f0 = force(b0, gravity, root.dofs)
+    a0, f0 = force(b0, gravity_acceleration(model)[None, :, None], root.dofs)
     if rest is None:
         return coordinates(model, torque(b0, f0, root.dofs), None)
     P = jnp.asarray(sw.parent, dtype)
