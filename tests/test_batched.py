@@ -10,6 +10,8 @@ models; and their derivatives against finite differences. Pinocchio checks the s
 its robots in test_pinocchio.py (its evaluation is vmapped over states).
 """
 
+import dataclasses
+
 import equinox as eqx
 import jax
 import jax.numpy as jnp
@@ -137,25 +139,38 @@ def test_float32_batch(model, states):
     np.testing.assert_allclose(out, ref, rtol=0, atol=2e-4 * np.abs(ref).max())
 
 
-def test_state_derivatives(model, states, small_chunks):
-    """aba_derivatives / rnea_derivatives, single and vmapped (batch-minor kernels, tangents as
-    one more leading axis), against jax.jacfwd of aba / rnea through integrate (one state,
-    autodiff of the level sweep and of the matrix forms)."""
+@pytest.mark.parametrize("universal", [False, True], ids=["analytic", "universal-forward-mode"])
+def test_state_derivatives(model, states, small_chunks, universal):
+    """aba_derivatives / rnea_derivatives, single (matrix form) and vmapped (level sweeps), and
+    jax.jacfwd of aba (its custom_jvp uses the same recursion) against jax.jacfwd through the
+    matrix forms (autodiff of rnea_from and of M^-1 (tau - h): no custom rule). A universal
+    joint (motion subspace turning with its own coordinate) takes the forward-mode path."""
+    if not universal:  # a cylindrical joint in its place: the same nq and nv, so the same states
+        model = build_model(dataclasses.replace(SPEC, joints=tuple(
+            "cylindrical" if j == "universal" else j for j in SPEC.joints)))
     q, qd, x, f_ext = states
     n = 9
 
-    def by_jacfwd(fn, q, qd, x, f):
-        g = lambda e, v, a: fn(model, mbjax.integrate(model, q, e), v, a, f)  # noqa: E731
+    def by_jacfwd(i, q, qd, x, f):
+        g = lambda e, v, a: _reference(model, mbjax.integrate(model, q, e), v, a, f)[i]  # noqa: E731
         return jax.jacfwd(g, argnums=(0, 1, 2))(jnp.zeros(model.nv), qd, x)
 
-    for fn, ref_fn in ((mbjax.aba_derivatives, mbjax.aba), (mbjax.rnea_derivatives, mbjax.rnea)):
-        batched = jax.jit(jax.vmap(fn, in_axes=(None, 0, 0, 0, 0)))(model, q[:n], qd[:n], x[:n], f_ext[:n])
-        single = jax.jit(fn)(model, q[0], qd[0], x[0], f_ext[0])
-        ref = jax.jit(jax.vmap(lambda q, qd, x, f: by_jacfwd(ref_fn, q, qd, x, f)))(q[:n], qd[:n], x[:n], f_ext[:n])
+    def aba_jacfwd(q, qd, x, f):
+        g = lambda e, v, a: mbjax.aba(model, mbjax.integrate(model, q, e), v, a, f)  # noqa: E731
+        return jax.jacfwd(g, argnums=(0, 1, 2))(jnp.zeros(model.nv), qd, x)
+
+    args = (q[:n], qd[:n], x[:n], f_ext[:n])
+    for fn, i in ((mbjax.aba_derivatives, 2), (mbjax.rnea_derivatives, 0)):
+        batched = jax.jit(jax.vmap(fn, in_axes=(None, 0, 0, 0, 0)))(model, *args)
+        single = jax.jit(fn)(model, *(a[0] for a in args))
+        ref = jax.jit(jax.vmap(lambda *a: by_jacfwd(i, *a)))(*args)
+        outs = (batched, single) + ((jax.jit(jax.vmap(aba_jacfwd))(*args),) if i == 2 else ())
         for k in range(3):
             scale = np.abs(ref[k]).max()
             np.testing.assert_allclose(batched[k], ref[k], rtol=0, atol=1e-10 * scale)
             np.testing.assert_allclose(single[k], ref[k][0], rtol=0, atol=1e-10 * scale)
+            if len(outs) == 3:
+                np.testing.assert_allclose(outs[2][k], ref[k], rtol=0, atol=1e-10 * scale)
 
 
 def test_state_derivatives_match_pinocchio():

@@ -45,7 +45,7 @@ from ..configuration import integrate_from
 from ..model.model import Model
 from .. import spatial
 from ..kinematics import tree_kinematics
-from .aba import aba_kernel, accelerate, articulated_inertias
+from .articulated import aba_kernel, accelerate, articulated_inertias
 from .crba import mass_matrix_from
 from .bodies import body_terms, gravity_acceleration
 from .levels import T, coordinates, cross_force, cross_motion, gather, joints, level_bodies, mv, one_state
@@ -237,7 +237,9 @@ def _forward_blocks(M, dq, dv):
     return jnp.stack([-back(Minv @ lead(dq)), -back(Minv @ lead(dv)), back(Minv)])
 
 
-_rnea_derivatives = routed(_rnea_derivatives_kernel, _rnea_derivatives_one)
+#: (dtau/dq, dtau/dqd, M) without input checks (``f_ext`` (nb, 6) or None), each (nv, nv);
+#: vmapped, on the level sweeps
+state_derivatives = routed(_rnea_derivatives_kernel, _rnea_derivatives_one)
 _aba_derivatives = routed(_aba_derivatives_kernel, _aba_derivatives_one)
 
 
@@ -257,7 +259,7 @@ def rnea_derivatives(model: Model, q, qd, qdd, f_ext=None):
     tangent space, and ``dtau_dqdd = M(q)`` (Pinocchio's ``computeRNEADerivatives``).
     """
     q, qd, qdd = check_state(model, q, qd=qd, qdd=qdd)
-    return _call(_rnea_derivatives, model, q, qd, qdd, check_external_forces(model, f_ext))
+    return _call(state_derivatives, model, q, qd, qdd, check_external_forces(model, f_ext))
 
 
 @jax.jit
