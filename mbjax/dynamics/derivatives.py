@@ -162,12 +162,12 @@ def _coordinate_terms_one(model: Model, q, qd, qdd, f_ext):
 def _rnea_derivatives_from(model: Model, cols):
     """(dtau/dq, dtau/dqd, M), (3, nv, nv, ...), from the per-coordinate terms (nv, 8, 6, ...):
     products of 6-vectors for every pair of coordinates, kept where the two are in ancestor
-    relation (``topology.dof_pairs``); with the states last, dense products beat gathering
-    the pairs."""
+    relation (``topology.dof_pairs``): dense products (a batched matrix product each) beat
+    gathering the pairs."""
     S, A, Bt, dV, dA, dAv, G, H = jnp.moveaxis(cols, 1, 0)
     below, above = (jnp.asarray(m.reshape(m.shape + (1,) * (cols.ndim - 3)), cols.dtype)
                     for m in model.topology.dof_pairs)
-    outer = lambda x, y: jnp.sum(x[:, None] * y[None], axis=2)  # noqa: E731  (k, j) -> x_k . y_j
+    outer = lambda x, y: jnp.einsum("kx...,jx...->kj...", x, y)  # noqa: E731  (k, j) -> x_k . y_j
     U = jnp.concatenate([A, Bt], 1)
     dq = below * outer(U, jnp.concatenate([dA, dV], 1)) + above * outer(S, G)
     dv = below * outer(U, jnp.concatenate([dAv, S], 1)) + above * outer(S, H)
