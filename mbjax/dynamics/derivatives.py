@@ -49,43 +49,34 @@ from .articulated import aba_kernel, accelerate, articulated_inertias
 from .crba import mass_matrix_from
 from .bodies import body_terms, gravity_acceleration
 from .levels import T, coordinates, cross_force, cross_motion, gather, joints, level_bodies, mv, one_state
-from .levels import parent_rows, routed, skew, to_parents
+from .levels import parent_rows, routed, to_parents
 from .rnea import body_accelerations, rnea_from, rnea_kernel
 
 
-def _variation(v, inertia):
-    """v x* I - I v x for inertias (..., 6, 6, C): with Z = v x* I, Z + Z^T (I symmetric)."""
-    Z = T(cross_force(v[..., None, :, :], inertia))  # row c of the product: v x* (column c of I)
-    return Z + T(Z)
-
-
-def _cross_force_matrix(h):
-    """The matrix of u -> u x* h, (..., 6, 6, C): [[0, -[h_f]x], [-[h_f]x, -[h_m]x]]."""
-    Hf, Hm = skew(h[..., :3, :]), skew(h[..., 3:, :])
-    return -jnp.concatenate([jnp.concatenate([jnp.zeros_like(Hf), Hf], -2), jnp.concatenate([Hf, Hm], -2)], -3)
-
-
 def _body_terms(inertia, v, a, p_bias):
-    """What each body adds to its subtree's sums: I, B = v x* I - I v x + (u -> u x* I v), and
-    f = I a + p_bias."""
-    B = _variation(v, inertia) + _cross_force_matrix(mv(inertia, v))
-    return inertia, B, mv(inertia, a) + p_bias
+    """What each body adds to its subtree's sums: I, the variation V = v x* I - I v x
+    (symmetric: with Z = v x* I, V = Z + Z^T), the momentum h = I v and f = I a + p_bias.
+    B = V + (u -> u x* h), and that second part is antisymmetric, so sums of V and h carry B."""
+    Z = T(cross_force(v[..., None, :, :], inertia))  # row c: v x* (column c of I)
+    return inertia, Z + T(Z), mv(inertia, v), mv(inertia, a) + p_bias
 
 
-def _columns(S, v_parent, a_parent, v, Y, B, F):
+def _columns(S, v_parent, a_parent, v, Y, V, h, F):
     """Per coordinate (..., 8, 6, C): S, Y S, B^T S, dV/dq, dA/dq, dA/dqd and the two columns
     S x* F + Y dA/dq + B dV/dq, B S + Y dA/dqd, from the coordinate's S, the velocity and
-    acceleration of its joint's parent and child, and the child's subtree sums Y, B, F."""
+    acceleration of its joint's parent and child, and the child's subtree sums Y, V, h, F
+    (B u = V u + u x* h, B^T u = V u - u x* h)."""
     dV = cross_motion(v_parent, S)
     dA = cross_motion(a_parent, S) + cross_motion(v_parent, dV)
     dAv = dV + cross_motion(v, S)
-    cols = (S, mv(Y, S), mv(T(B), S), dV, dA, dAv, cross_force(S, F) + mv(Y, dA) + mv(B, dV), mv(B, S) + mv(Y, dAv))
-    return jnp.stack(cols, -3)
+    VS, Sh = mv(V, S), cross_force(S, h)
+    G = cross_force(S, F) + mv(Y, dA) + mv(V, dV) + cross_force(dV, h)
+    return jnp.stack((S, mv(Y, S), VS - Sh, dV, dA, dAv, G, VS + Sh + mv(Y, dAv)), -3)
 
 
 def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
     """:func:`_columns` of every coordinate (nv, 8, 6, C) for C states in the last axis, level
-    by level: body terms and accelerations root to leaves, subtree sums leaves to root. Given
+    by level: accelerations root to leaves, body terms and subtree sums leaves to root. Given
     ``tau`` instead of ``qdd``, the accelerations are the ABA's: its articulated inertias in
     one more pass leaves to root first, on the same body terms."""
     sw = model.topology.sweep
@@ -106,38 +97,37 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
         def acceleration(b, a_parent, terms):
             return accelerate(a_parent, b.c, b.S, *terms)[1]
 
-    def forward(b, v_parent, a_parent, terms):
-        a = acceleration(b, a_parent, terms)
-        return a, (_body_terms(b.inertia, b.v, a, b.p_bias), (b.S, v_parent, a_parent, b.v))
-
-    def backward(terms, below):
-        own, (S, v_parent, a_parent, v) = terms
+    def backward(b, a, v_parent, a_parent, below):
+        own = _body_terms(b.inertia, b.v, a, b.p_bias)
         sums = tuple(x + y for x, y in zip(own, below))
-        return sums, _columns(S, v_parent[:, None], a_parent[:, None], v[:, None], *(x[:, None] for x in sums))
+        return sums, _columns(b.S, v_parent[:, None], a_parent[:, None], b.v[:, None], *(x[:, None] for x in sums))
 
-    world = (jnp.zeros((n0, 6, C), dtype), jnp.broadcast_to(gravity_acceleration(model)[:, None], (n0, 6, C)))
-    a0, terms0 = forward(b0, *world, root_terms)
+    v_world = jnp.zeros((n0, 6, C), dtype)
+    a_world = jnp.broadcast_to(gravity_acceleration(model)[:, None], (n0, 6, C))
+    a0 = acceleration(b0, a_world, root_terms)
+    zero_sums = lambda n: (jnp.zeros((n, 6, 6, C), dtype),) * 2 + (jnp.zeros((n, 6, C), dtype),) * 2  # noqa: E731
     if rest is None:
-        return coordinates(model, backward(terms0, tuple(jnp.zeros_like(x) for x in terms0[0]))[1], None)
+        return coordinates(model, backward(b0, a0, v_world, a_world, zero_sums(n0))[1], None)
     P = jnp.asarray(sw.parent, dtype)
     W = P.shape[-1]
     fill = lambda x: jnp.zeros((W,) + x.shape[1:], dtype).at[:n0].set(x)  # noqa: E731
+    rest = rest._replace(R=None, p=None)
 
     def down(prev, xs):
         b, terms, P = xs
-        a, terms = forward(b, parent_rows(P, prev[0]), parent_rows(P, prev[1]), terms)
-        return (b.v, a), terms
+        v_parent, a_parent = parent_rows(P, prev[0]), parent_rows(P, prev[1])
+        a = acceleration(b, a_parent, terms)
+        return (b.v, a), (a, v_parent, a_parent)
 
-    _, terms = jax.lax.scan(down, (fill(b0.v), fill(a0)), (rest._replace(R=None, p=None), levels_terms, P))
+    _, accelerations = jax.lax.scan(down, (fill(b0.v), fill(a0)), (rest, levels_terms, P))
 
     def up(below, xs):
-        terms, P = xs
-        sums, cols = backward(terms, below)
+        b, acc, P = xs
+        sums, cols = backward(b, *acc, below)
         return tuple(to_parents(P, x) for x in sums), cols
 
-    below, cols = jax.lax.scan(up, tuple(jnp.zeros((W,) + x.shape[1:], dtype) for x in terms0[0]), (terms, P),
-                               reverse=True)
-    return coordinates(model, backward(terms0, tuple(x[:n0] for x in below))[1], cols)
+    below, cols = jax.lax.scan(up, zero_sums(W), (rest, accelerations, P), reverse=True)
+    return coordinates(model, backward(b0, a0, v_world, a_world, tuple(x[:n0] for x in below))[1], cols)
 
 
 def _coordinate_terms_one(model: Model, q, qd, qdd, f_ext):
