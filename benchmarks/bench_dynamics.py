@@ -7,8 +7,10 @@ Measures, in one run and on the same machine:
   over as a constant) vs ``pinocchio.aba`` called from Python;
 - batched (``jax.vmap``) throughput of ``aba`` (B = 1024, 4096), ``rnea`` and ``crba``
   (largest B), as time per state, vs Pinocchio's per-call time in a Python loop over states;
-- the full Jacobian of ``aba`` with respect to (q tangent, qd, tau) with ``jax.jacfwd``
-  (single call and batched) vs ``pinocchio.computeABADerivatives``;
+- the full Jacobian of ``aba`` with respect to (q tangent, qd, tau), with ``jax.jacfwd`` and
+  with ``mbjax.aba_derivatives`` (single call and batched), vs
+  ``pinocchio.computeABADerivatives``; ``mbjax.rnea_derivatives`` vs
+  ``pinocchio.computeRNEADerivatives``;
 - trace / lower / compile time of every jitted function, XLA's memory analysis of the compiled
   batched functions, the process's peak RSS, and op counts of the compiled HLO.
 
@@ -408,7 +410,12 @@ def run(args):
             record(name, model, "aba_derivatives single (model arg)",
                    bench(lambda: jax.block_until_ready(f(model, q0, v0, t0_))), pin_jac,
                    note="vs pinocchio.computeABADerivatives")
-        if "jac" in args.quantities and not args.quick:  # the batched Jacobian compiles for ~30 s or more
+            pin_rnea_jac = pin_loop(pin.computeRNEADerivatives, pin_states)
+            f, _ = compile_jit(mbjax.rnea_derivatives, model, q0, v0, t0_, name="rnea_derivatives", robot=name)
+            record(name, model, "rnea_derivatives single (model arg)",
+                   bench(lambda: jax.block_until_ready(f(model, q0, v0, t0_))), pin_rnea_jac,
+                   note="vs pinocchio.computeRNEADerivatives")
+        if "jac" in args.quantities and not args.quick:  # batched Jacobians: 3-15 s of compilation each
             Bj = args.jac_batch
             xs = (model, Qj[:Bj], Vj[:Bj], Tj[:Bj])
             f, c = compile_jit(jax.vmap(aba_jac, in_axes=(None, 0, 0, 0)), *xs, name="aba jacfwd vmap", robot=name, batch=Bj)
@@ -420,6 +427,11 @@ def run(args):
             memory.append(memory_record(c, name, "aba_derivatives vmap", Bj, resource))
             record(name, model, f"aba_derivatives vmap B={Bj} (per state)", bench(lambda: jax.block_until_ready(f(*xs))),
                    pin_jac, Bj, note="vs pinocchio.computeABADerivatives")
+            f, c = compile_jit(jax.vmap(mbjax.rnea_derivatives, in_axes=(None, 0, 0, 0)), *xs,
+                               name="rnea_derivatives vmap", robot=name, batch=Bj)
+            memory.append(memory_record(c, name, "rnea_derivatives vmap", Bj, resource))
+            record(name, model, f"rnea_derivatives vmap B={Bj} (per state)", bench(lambda: jax.block_until_ready(f(*xs))),
+                   pin_rnea_jac, Bj, note="vs pinocchio.computeRNEADerivatives")
 
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
         log(f"  memory  peak RSS of the process so far: {rss:.0f} MiB")
