@@ -258,7 +258,7 @@ def test_float32_defaults_follow_the_dtype(pendulum):
     assert np.max(np.abs(mbjax.loop_residual(model, closures, q))) <= default_tolerance(jnp.float32, 1e-12, 100)
 
 
-# ------------------------------------------------------------------ 2. float32 identification
+# ------------------------------------------------------------------ 2. float32 identification and trajectory optimisation
 def _rotated_arm():
     """Four revolute joints whose frames turn by -+pi/2 about x, as panda's do: in float32 the
     cancellations that zero some regressor columns leave ~1e-8 of the largest there (1e-17 in
@@ -322,6 +322,55 @@ def test_float32_nearest_consistent_bodies_have_a_log_cholesky_factor():
     fixed = identify.nearest_consistent(pi)
     assert fixed.dtype == jnp.float32 and bool(jnp.all(identify.is_physically_consistent(fixed)))
     assert bool(jnp.all(jnp.isfinite(identify.log_cholesky_from_parameters(fixed))))
+
+
+def _acrobot_problem():
+    import diffrax
+
+    from mbjax import trajopt
+
+    model = mbjax.load_bundled("acrobot")  # in the current default float
+    return trajopt.TrajectoryProblem(model, jnp.zeros(2), jnp.zeros(2), 1.0, 5, substeps=4, solver=diffrax.Dopri8(),
+                                     costs=[trajopt.Effort(weight=1e-2)],
+                                     constraints=[trajopt.TerminalState(jnp.array([0.8, -0.5]), jnp.zeros(2)),
+                                                  trajopt.TorqueLimits(-12.0, 12.0)])
+
+
+def test_float32_trajectory_optimisation_with_default_settings():
+    """float32 as JAX runs it by default (x64 off): the float64 defaults (feasible to 1e-8,
+    re-simulation at rtol = atol = 1e-12) never converged, and the re-simulation crawled to
+    max_steps (minutes); they now follow the dtype."""
+    from mbjax import trajopt
+    from mbjax.checks import default_tolerance
+
+    with jax.enable_x64(False):
+        problem = _acrobot_problem()
+        guess = 5.0 * jax.random.uniform(jax.random.PRNGKey(7), (5, 2), minval=-1, maxval=1)
+        solution = trajopt.solve(problem, guess, progress=False)
+        check = solution.resimulate(problem)
+    feasible = default_tolerance(jnp.float32, 1e-8, 1000)  # 1.2e-4
+    assert problem.model.dtype == solution.u.dtype == check.q.dtype == jnp.float32
+    assert bool(solution.converged) and float(solution.violation) <= feasible, solution.summary()
+    assert int(check.stats["num_steps"]) < 1000
+    # the terminal state is feasible to 1.2e-4; the re-simulation adds float32 rounding, ~1e-5
+    # over this short motion (6e-5 rad and 5e-5 rad/s seen; float64: 5e-7, 2e-6)
+    error = np.abs(np.concatenate([np.asarray(check.q[-1]) - [0.8, -0.5], np.asarray(check.qd[-1])]))
+    assert error.max() <= 2 * feasible, error
+
+
+def test_float32_trajectory_problem_with_x64_on():
+    """A float32 model while x64 is on: float64 targets are rounded like every input, and the
+    Levenberg–Marquardt solver that cannot take it says what to do instead."""
+    from mbjax import trajopt
+
+    problem = _acrobot_problem()
+    problem = trajopt.TrajectoryProblem(problem.model.astype(jnp.float32), jnp.zeros(2), jnp.zeros(2), 1.0, 5,
+                                        costs=problem.costs, constraints=problem.constraints)
+    single = trajopt.SingleShooting()
+    out = jax.eval_shape(lambda u: problem.residuals(single.rollout(problem, u)), jnp.zeros((5, 2), jnp.float32))
+    assert [r.dtype for r in out] == [jnp.float32] * 3
+    with pytest.raises(ValueError, match="float32 problem with jax_enable_x64 on.*leave jax_enable_x64 off"):
+        trajopt.solve(problem, jnp.zeros((5, 2)), progress=False)
 
 
 # ------------------------------------------------------------------ 8. identification's rank decision
