@@ -96,6 +96,9 @@ SCRIPTS = {
     "stewart_platform": ([str(ROOT / "examples" / "stewart_platform.py"), "--quick"], True, ""),
     "identify_panda": ([str(ROOT / "examples" / "identify_panda.py"), "--quick"], HAS_ERD and HAS_PIN,
                        "needs pinocchio and example-robot-data"),
+    "identify_panda_float32": ([str(ROOT / "examples" / "identify_panda.py"), "--quick", "--float32",
+                                "identify_panda_float32.png"], HAS_ERD and HAS_PIN,
+                               "needs pinocchio and example-robot-data"),
     "notebook_identification": (["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / "identification.ipynb")], True, ""),
     "swing_up": ([str(ROOT / "examples" / "swing_up.py"), "--quick"], True, ""),
     "free_floating_reorientation": ([str(ROOT / "examples" / "free_floating_reorientation.py"), "--quick"], True,
@@ -106,11 +109,14 @@ SCRIPTS = {
         "needs matplotlib"),
     "panda_point_to_point": ([str(ROOT / "examples" / "panda_point_to_point.py"), "--quick"], HAS_ERD,
                              "needs example-robot-data"),
+    "panda_point_to_point_float32": ([str(ROOT / "examples" / "panda_point_to_point.py"), "--quick", "--float32"],
+                                     HAS_ERD, "needs example-robot-data"),
 }
 
 #: scripts whose run time outweighs their compile time (hundreds of optimiser steps): they keep
 #: XLA's default optimisation (measured: swing_up --quick 103 CPU-s against 141 at level 0)
-RUN_TIME_BOUND = {"swing_up", "free_floating_reorientation", "notebook_trajectory_optimisation", "panda_point_to_point"}
+RUN_TIME_BOUND = {"swing_up", "free_floating_reorientation", "notebook_trajectory_optimisation", "panda_point_to_point",
+                  "panda_point_to_point_float32"}
 
 
 class _Launched:
@@ -271,6 +277,31 @@ def test_identify_panda_example(launched):
     assert pc < ls
     if HAS_MPL:
         assert (launched.workdir / "identify_panda.png").stat().st_size > 0
+
+
+def test_identify_panda_example_float32(launched):
+    """The same identification in float32 (``--float32``: jax_enable_x64 off, so the model, the
+    data and every computation are float32), beside the float64 run."""
+    log = _run(launched, "identify_panda_float32")
+    assert "dtype=float32" in log and "base parameters: 62 of 91" in log  # as in float64
+    cond = float(re.search(r"-> (\S+) \(optimised\)", log).group(1))
+    # noise-free least squares: the relative error is at most cond(W_b) times the relative
+    # error of W and tau, ~10 units of float32 roundoff (1.2e-7) in the regressor's entries:
+    # 7e-5 at cond 57; 4e-7 to 2e-6 seen (float64: 1.4e-15)
+    err = float(re.search(r"base parameters recovered to (\S+)", log).group(1))
+    assert err <= 10 * cond * np.finfo(np.float32).eps, (err, cond)
+    assert "every body real: True" in log
+    # with 1 % noise the held-out torques are as good as the noise allows, not as float32
+    # (1e-6 of 14 N m): an unbiased fit errs by about sigma sqrt(rank / rows) = 0.01 * 13.8 N m *
+    # sqrt(62 / 700) = 0.04 N m; float32: 0.019-0.021 and 0.026-0.028, float64 (other random
+    # draws): 0.018 and 0.016
+    true_rms = float(re.search(r"true RMS (\S+) N m", log).group(1))
+    noise_limited = 0.01 * true_rms * np.sqrt(62 / 700)
+    for name in ("least squares", "physically consistent"):
+        held_out = float(re.search(name + r" +(\S+) N m", log).group(1))
+        assert held_out <= 2 * noise_limited, (name, held_out, noise_limited)
+    if HAS_MPL:
+        assert (launched.workdir / "identify_panda_float32.png").stat().st_size > 0
 
 
 def test_identification_notebook(launched):
@@ -436,6 +467,24 @@ TRAJOPT_SCRIPTS = ["swing_up", "free_floating_reorientation", "panda_point_to_po
 def test_trajectory_optimisation_examples(launched, name):
     log = _run(launched, name)
     assert name not in ("free_floating_reorientation", "panda_point_to_point") or "saved" in log or not HAS_MPL
+
+
+def test_panda_point_to_point_float32(launched):
+    """``--float32`` (jax_enable_x64 off): converged to the float32 feasibility tolerance (1000
+    units of roundoff, 1.2e-4; the script asserts convergence, the limits and the 1e-3 goal).
+    The float32 re-simulation then ends further from the goal than the optimiser's own rollout:
+    float32 accelerations are ~10 units of roundoff off (2e-4 rad/s^2 at 150 rad/s^2), and this
+    open-loop motion doubles such differences every 0.125 s (float32 and float64 rollouts of the
+    same torques: 4e-6 rad/s apart at 0.5 s, 1e-4 at 1 s). Up to 9e-5 rad and 6e-4 rad/s seen
+    (2e-5 rad/s with this file's XLA flags), within the example's 1e-3; float64: 3e-7 and 2e-6."""
+    pattern = r"final position error (\S+) rad, final velocity error (\S+) rad/s"
+    log = _run(launched, "panda_point_to_point_float32")
+    assert "dtype=float32" in log and "converged True" in log
+    errors32 = [float(x) for x in re.search(pattern, log).groups()]
+    errors64 = [float(x) for x in re.search(pattern, _run(launched, "panda_point_to_point")).groups()]
+    assert max(errors32) <= 1e-3 and max(errors64) <= 1e-5, (errors32, errors64)
+    if HAS_MPL:
+        assert (launched.workdir / "panda_point_to_point_float32.png").stat().st_size > 0
 
 
 def test_every_script_is_checked():

@@ -258,6 +258,121 @@ def test_float32_defaults_follow_the_dtype(pendulum):
     assert np.max(np.abs(mbjax.loop_residual(model, closures, q))) <= default_tolerance(jnp.float32, 1e-12, 100)
 
 
+# ------------------------------------------------------------------ 2. float32 identification and trajectory optimisation
+def _rotated_arm():
+    """Four revolute joints whose frames turn by -+pi/2 about x, as panda's do: in float32 the
+    cancellations that zero some regressor columns leave ~1e-8 of the largest there (1e-17 in
+    float64)."""
+    def rx(a):
+        return np.array([[1.0, 0.0, 0.0], [0.0, np.cos(a), -np.sin(a)], [0.0, np.sin(a), np.cos(a)]])
+
+    b, parent = mbjax.ModelBuilder("arm"), None
+    for i, (a, t) in enumerate(zip((0.0, -np.pi / 2, np.pi / 2, np.pi / 2),
+                                   ((0, 0, 0.333), (0, 0, 0), (0, -0.316, 0), (0.0825, 0, 0)))):
+        b.add_body(f"link{i}", parent=parent, joint="revolute", rotation=rx(a), translation=t, mass=1.0 + i,
+                   com=(0.01 * i, -0.02, 0.03), inertia=np.diag([0.021, 0.031, 0.026]), lower=-2.0, upper=2.0)
+        parent = f"link{i}"
+    return b.build()
+
+
+def test_float32_base_parameters_and_excitation_condition():
+    from mbjax import identify
+
+    model = _rotated_arm()
+    m32 = model.astype(jnp.float32)
+    layout = identify.ParameterLayout.of(model, armature=True, viscous=True, coulomb=True)
+    rng = np.random.default_rng(0)
+    q = jax.vmap(lambda k: mbjax.random_configuration(model, k))(jax.random.split(jax.random.PRNGKey(0), 100))
+    qd, qdd = rng.normal(size=(2, 100, model.nv))
+    W64 = identify.stacked_regressor(model, q, qd, qdd, layout)
+    W32 = identify.stacked_regressor(m32, q, qd, qdd, layout)
+    assert W32.dtype == jnp.float32
+    base = identify.base_parameters(W64)
+    # the float64 zero-column threshold (1e-12) counted two rounded zero columns as acting: 34
+    assert base.rank == identify.base_parameters(W32).rank == 32
+
+    # cond(W_b) of an exciting trajectory, float32 against float64 on the same (float32) inputs:
+    # from the R of W = QR the error is at most ~eps cond (1.6e-4 here; 2e-6 seen); the normal
+    # equations W^T W were 9 % off (their error is eps cond^2)
+    traj = identify.FourierTrajectory.random(jax.random.PRNGKey(1), jnp.zeros(model.nv, jnp.float32), 5, 10.0,
+                                             velocity=0.5)
+    ts = jnp.linspace(0.0, 10.0, 100, endpoint=False, dtype=jnp.float32)
+    c32 = identify.condition_number(m32, traj, ts, base, layout)
+    as64 = lambda x: jax.tree_util.tree_map(lambda a: a.astype(jnp.float64), x)  # noqa: E731
+    c64 = float(identify.condition_number(m32.astype(jnp.float64), as64(traj), as64(ts), base, layout))
+    assert c32.dtype == jnp.float32 and c64 > 1e3
+    assert abs(float(c32) / c64 - 1) <= c64 * np.finfo(np.float32).eps, (float(c32), c64)
+
+
+def test_float32_nearest_consistent_bodies_have_a_log_cholesky_factor():
+    """A floor of 1e-10 trace on the pseudo-inertia's eigenvalues is below float32's rounding of
+    J = V diag(lam) V^T: 112 of 200 repaired bodies had no Cholesky factor (NaN)."""
+    from mbjax import identify
+
+    rng = np.random.default_rng(0)
+    pis = []
+    for _ in range(50):  # triangle inequality broken: I_xx > I_yy + I_zz
+        m, c = rng.uniform(0.5, 5.0), rng.normal(size=3) * 0.1
+        Ic = np.diag(rng.uniform(0.01, 0.1, 3))
+        Ic[0, 0] = Ic[1, 1] + Ic[2, 2] + rng.uniform(0.0, 0.05)
+        IO = Ic + m * (c @ c * np.eye(3) - np.outer(c, c))
+        pis.append([m, *(m * c), IO[0, 0], IO[0, 1], IO[1, 1], IO[0, 2], IO[1, 2], IO[2, 2]])
+    pi = jnp.asarray(pis, jnp.float32)
+    assert not bool(jnp.any(identify.is_physically_consistent(pi)))
+    fixed = identify.nearest_consistent(pi)
+    assert fixed.dtype == jnp.float32 and bool(jnp.all(identify.is_physically_consistent(fixed)))
+    assert bool(jnp.all(jnp.isfinite(identify.log_cholesky_from_parameters(fixed))))
+
+
+def _acrobot_problem():
+    import diffrax
+
+    from mbjax import trajopt
+
+    model = mbjax.load_bundled("acrobot")  # in the current default float
+    return trajopt.TrajectoryProblem(model, jnp.zeros(2), jnp.zeros(2), 1.0, 5, substeps=4, solver=diffrax.Dopri8(),
+                                     costs=[trajopt.Effort(weight=1e-2)],
+                                     constraints=[trajopt.TerminalState(jnp.array([0.8, -0.5]), jnp.zeros(2)),
+                                                  trajopt.TorqueLimits(-12.0, 12.0)])
+
+
+def test_float32_trajectory_optimisation_with_default_settings():
+    """float32 as JAX runs it by default (x64 off): the float64 defaults (feasible to 1e-8,
+    re-simulation at rtol = atol = 1e-12) never converged, and the re-simulation crawled to
+    max_steps (minutes); they now follow the dtype."""
+    from mbjax import trajopt
+    from mbjax.checks import default_tolerance
+
+    with jax.enable_x64(False):
+        problem = _acrobot_problem()
+        guess = 5.0 * jax.random.uniform(jax.random.PRNGKey(7), (5, 2), minval=-1, maxval=1)
+        solution = trajopt.solve(problem, guess, progress=False)
+        check = solution.resimulate(problem)
+    feasible = default_tolerance(jnp.float32, 1e-8, 1000)  # 1.2e-4
+    assert problem.model.dtype == solution.u.dtype == check.q.dtype == jnp.float32
+    assert bool(solution.converged) and float(solution.violation) <= feasible, solution.summary()
+    assert int(check.stats["num_steps"]) < 1000
+    # the terminal state is feasible to 1.2e-4; the re-simulation adds float32 rounding, ~1e-5
+    # over this short motion (6e-5 rad and 5e-5 rad/s seen; float64: 5e-7, 2e-6)
+    error = np.abs(np.concatenate([np.asarray(check.q[-1]) - [0.8, -0.5], np.asarray(check.qd[-1])]))
+    assert error.max() <= 2 * feasible, error
+
+
+def test_float32_trajectory_problem_with_x64_on():
+    """A float32 model while x64 is on: float64 targets are rounded like every input, and the
+    Levenberg–Marquardt solver that cannot take it says what to do instead."""
+    from mbjax import trajopt
+
+    problem = _acrobot_problem()
+    problem = trajopt.TrajectoryProblem(problem.model.astype(jnp.float32), jnp.zeros(2), jnp.zeros(2), 1.0, 5,
+                                        costs=problem.costs, constraints=problem.constraints)
+    single = trajopt.SingleShooting()
+    out = jax.eval_shape(lambda u: problem.residuals(single.rollout(problem, u)), jnp.zeros((5, 2), jnp.float32))
+    assert [r.dtype for r in out] == [jnp.float32] * 3
+    with pytest.raises(ValueError, match="float32 problem with jax_enable_x64 on.*leave jax_enable_x64 off"):
+        trajopt.solve(problem, jnp.zeros((5, 2)), progress=False)
+
+
 # ------------------------------------------------------------------ 8. identification's rank decision
 def _nearly_dependent(delta, seed=0):
     """8 independent columns, an exact combination, and a combination perturbed by ``delta``."""

@@ -12,7 +12,7 @@ parameters: exactly the combinations of ``theta`` that the torques determine.
 
 The rank r is read from the pivots |R_ii| (relative to the first): it is cut at the widest gap
 (in orders of magnitude) below :data:`RANK_CEILING`, with pivots under the rounding floor
-(1e3 eps) counted as at the floor. A fixed threshold would split a nearly dependent
+(1e3 eps of W's dtype) counted as at the floor. A fixed threshold would split a nearly dependent
 combination by chance (a URDF's pi/2 rounded to 11 digits leaves one pivot near 1e-9.5,
 above or below a threshold of 1e-9 depending on the data); the gap does not move with it.
 """
@@ -27,10 +27,15 @@ import jax.numpy as jnp
 import numpy as np
 import scipy.linalg
 
+from ..checks import default_tolerance
 from .parameters import ParameterLayout
 
-#: columns whose norm is below this fraction of the largest are structurally zero
+#: columns whose norm is below this fraction of the largest are structurally zero (in float64;
+#: in float32, 100 units of roundoff: the cancellations that make a column zero leave ~1e-8 there)
 ZERO_COLUMN = 1e-12
+#: entries of K = R_11^-1 R_12 below this fraction of the largest are rounded exact zeros (float64;
+#: float32: 100 units of roundoff)
+ZERO_COMBINATION = 1e-10
 #: relative pivots |R_ii| / |R_00| above this (every column scaled to unit norm) are never cut
 RANK_CEILING = 1e-6
 #: a rank cut in a gap narrower than this many orders of magnitude comes with a warning
@@ -89,7 +94,8 @@ def base_parameters(W, rank_tol: float | None = None) -> BaseParameters:
 
     **Returns:** a :class:`BaseParameters`.
     """
-    floor = 1e3 * float(np.finfo(np.asarray(W).dtype).eps)
+    dtype = np.asarray(W).dtype
+    floor = default_tolerance(dtype, 0.0, 1000)
     W = np.asarray(W, dtype=np.float64)
     if W.ndim != 2:
         raise ValueError(f"W has shape {W.shape}; expected a stacked regressor (rows, p)")
@@ -97,7 +103,7 @@ def base_parameters(W, rank_tol: float | None = None) -> BaseParameters:
     norms = np.linalg.norm(W, axis=0)
     if not np.all(np.isfinite(W)) or norms.max(initial=0.0) == 0.0:
         raise ValueError("W is zero or not finite; build it from finite, non-trivial states")
-    acting = np.flatnonzero(norms > ZERO_COLUMN * norms.max())
+    acting = np.flatnonzero(norms > default_tolerance(dtype, ZERO_COLUMN, 100) * norms.max())
     scale = norms[acting]
     _, R, perm = scipy.linalg.qr(W[:, acting] / scale, mode="economic", pivoting=True)
     pivots = np.abs(np.diag(R)) / np.abs(R[0, 0])
@@ -108,7 +114,7 @@ def base_parameters(W, rank_tol: float | None = None) -> BaseParameters:
     # with D = diag(column norms), W = W_s D: theta_s = D theta, theta_b = theta_1 + D_1^-1 K_s D_2 theta_2
     K = scipy.linalg.solve_triangular(R[:r, :r], R[:r, r:])
     K = K * scale[None, perm[r:]] / scale[perm[:r], None]
-    K[np.abs(K) < 1e-10 * max(1.0, np.abs(K).max(initial=0.0))] = 0.0  # rounding of exact zeros
+    K[np.abs(K) < default_tolerance(dtype, ZERO_COMBINATION, 100) * max(1.0, np.abs(K).max(initial=0.0))] = 0.0
     independent = acting[perm[:r]]
     order = np.argsort(independent)  # keep the parameters in layout order
     beta = np.zeros((r, p))

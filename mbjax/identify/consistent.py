@@ -20,12 +20,15 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..checks import default_tolerance
 from .log_cholesky import log_cholesky_from_parameters, parameters_from_log_cholesky
 from .log_cholesky import parameters_from_pseudo_inertia, pseudo_inertia
 from .optimize import minimize, quadratic_form
 from .parameters import DynamicParameters, ParameterLayout
 
-#: eigenvalues of a pseudo-inertia are raised to at least this fraction of its trace
+#: eigenvalues of a pseudo-inertia are raised to at least this fraction of its trace (float64;
+#: float32: 100 units of roundoff, since rebuilding J from its eigenvectors rounds at eps |J|, and
+#: a floor of 1e-10 left about half of the repaired bodies without a Cholesky factor)
 MIN_EIGENVALUE = 1e-10
 
 
@@ -37,11 +40,15 @@ class ConsistentFit(NamedTuple):
     losses: np.ndarray
 
 
-def nearest_consistent(pi, min_eigenvalue: float = MIN_EIGENVALUE):
+def nearest_consistent(pi, min_eigenvalue: float | None = None):
     """Inertial parameters (..., 10) made physically consistent: the eigenvalues of each
     pseudo-inertia are raised to at least ``min_eigenvalue`` times its trace (bodies already
-    consistent with that margin are unchanged)."""
+    consistent with that margin are unchanged). ``min_eigenvalue`` defaults to
+    ``mbjax.checks.default_tolerance(pi.dtype, MIN_EIGENVALUE, 100)``: 1e-10 in float64,
+    1.2e-5 in float32, so that the result has a log-Cholesky factorisation."""
     J = pseudo_inertia(jnp.asarray(pi))
+    if min_eigenvalue is None:
+        min_eigenvalue = default_tolerance(J.dtype, MIN_EIGENVALUE, 100)
     lam, V = jnp.linalg.eigh(J)
     floor = min_eigenvalue * jnp.trace(J, axis1=-2, axis2=-1)[..., None]
     fixed = (V * jnp.maximum(lam, floor)[..., None, :]) @ jnp.swapaxes(V, -1, -2)

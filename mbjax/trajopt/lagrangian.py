@@ -19,6 +19,8 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ..checks import default_tolerance
+
 
 class Multipliers(eqx.Module):
     """Multipliers of the equalities ``lam`` (E,), of the inequalities ``mu`` (I,), and ``rho``."""
@@ -44,6 +46,9 @@ class AugmentedLagrangian(eqx.Module):
     - ``cost_tolerance``: a feasible iterate also counts as converged when its objective changed
       by at most this fraction over the last outer iteration, even if the inner solver used up
       its steps (an inexact inner solve is enough once the multipliers have settled).
+    - ``tolerance`` and ``cost_tolerance`` default (``None``) to 1e-8 and 1e-6 for a float64
+      problem and to 1000 units of roundoff (1.2e-4) for a float32 one, which float32
+      simulations can reach (:meth:`tolerances`).
     - ``multipliers``: update the multipliers (augmented Lagrangian) or keep them zero
       (quadratic penalty).
     """
@@ -52,9 +57,15 @@ class AugmentedLagrangian(eqx.Module):
     growth: float = 10.0
     max_penalty: float = 1e10
     iterations: int = eqx.field(default=20, static=True)
-    tolerance: float = 1e-8
-    cost_tolerance: float = 1e-6
+    tolerance: float | None = None
+    cost_tolerance: float | None = None
     multipliers: bool = eqx.field(default=True, static=True)
+
+    def tolerances(self, dtype) -> tuple:
+        """``(tolerance, cost_tolerance)`` for a problem computed in ``dtype``: the fields, or
+        where ``None`` ``mbjax.checks.default_tolerance(dtype, 1e-8 / 1e-6, 1000)``."""
+        return tuple(default_tolerance(dtype, default, 1000) if tol is None else tol
+                     for tol, default in ((self.tolerance, 1e-8), (self.cost_tolerance, 1e-6)))
 
     def init(self, equalities, inequalities) -> Multipliers:
         dtype = equalities.dtype
@@ -74,14 +85,15 @@ class AugmentedLagrangian(eqx.Module):
             mu = jnp.maximum(mu + m.rho * inequalities, 0.0)
         # grow rho only while infeasible: past the tolerance a larger one only makes the inner
         # problem ill-conditioned (the violation cannot keep falling 4x at round-off level)
-        stalled = (after > 0.25 * before) & (after > self.tolerance)
+        stalled = (after > 0.25 * before) & (after > self.tolerances(equalities.dtype)[0])
         rho = jnp.where(stalled, jnp.minimum(m.rho * self.growth, self.max_penalty), m.rho)
         return Multipliers(lam, mu, rho)
 
 
-def Penalty(weight: float = 1e3, growth: float = 10.0, iterations: int = 20, tolerance: float = 1e-8,
-            cost_tolerance: float = 1e-6):
+def Penalty(weight: float = 1e3, growth: float = 10.0, iterations: int = 20, tolerance: float | None = None,
+            cost_tolerance: float | None = None):
     """The quadratic penalty method: ``J + weight/2 (|c|^2 + |max(0, g)|^2)``, the weight growing
-    by ``growth`` while the constraints are violated by more than ``tolerance``."""
+    by ``growth`` while the constraints are violated by more than ``tolerance`` (defaults as in
+    :class:`AugmentedLagrangian`)."""
     return AugmentedLagrangian(weight, growth, iterations=iterations, tolerance=tolerance,
                                cost_tolerance=cost_tolerance, multipliers=False)

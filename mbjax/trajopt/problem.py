@@ -128,8 +128,9 @@ class TrajectoryProblem(eqx.Module):
         return Trajectory(ts=ts, q=q, qd=jnp.concatenate([qd0[None], qd]))
 
     def residuals(self, rollout: Rollout):
-        """(cost residuals, equality residuals, inequality residuals) of a rollout, each 1-D;
-        ``sum(cost**2)`` is the objective, the defects lead the equalities."""
+        """(cost residuals, equality residuals, inequality residuals) of a rollout, each 1-D in
+        the model's dtype (a float64 target given to a float32 model is rounded, as every input
+        is); ``sum(cost**2)`` is the objective, the defects lead the equalities."""
         costs, equalities, inequalities = [], [rollout.defects], []
         for term in self.costs:
             r = term.residual(self, rollout)
@@ -137,5 +138,5 @@ class TrajectoryProblem(eqx.Module):
         for term in self.constraints:
             (inequalities if term.inequality else equalities).append(term.residual(self, rollout))
         dtype = self.q0.dtype
-        cat = lambda parts: jnp.concatenate(parts) if parts else jnp.zeros(0, dtype)  # noqa: E731
+        cat = lambda parts: jnp.concatenate(parts).astype(dtype) if parts else jnp.zeros(0, dtype)  # noqa: E731
         return cat(costs), cat(equalities), cat(inequalities)

@@ -9,6 +9,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..checks import default_tolerance
 from ..simulation.controllers import FeedForward
 from ..simulation.simulate import simulate
 from ..simulation.trajectory import Trajectory
@@ -52,13 +53,19 @@ class Solution(eqx.Module):
         """The optimal open-loop torques ``tau(t, q, qd)``, for :func:`mbjax.simulate`."""
         return problem.controls.controller(self.u)
 
-    def resimulate(self, problem, solver=None, rtol: float = 1e-12, atol: float = 1e-12, saves: int = 201):
+    def resimulate(self, problem, solver=None, rtol: float | None = None, atol: float | None = None,
+                   saves: int = 201):
         """An independent check: simulate the optimal torques again with an adaptive solver at
         tight tolerances (default ``Dopri8``; the optimisation used fixed steps) whose steps
         end on the knots (the kinks of linear interpolation) and at ``saves`` even times.
 
+        ``rtol``, ``atol`` default to 1e-12 for a float64 model and to 100 units of roundoff
+        (1.2e-5) for a float32 one (``mbjax.checks.default_tolerance``): a float32 run cannot
+        reach 1e-12, and its steps would shrink until ``max_steps``.
+
         **Returns:** a :class:`Trajectory`; its last row is the state at the horizon.
         """
+        rtol, atol = (default_tolerance(problem.model.dtype, 1e-12, 100) if x is None else x for x in (rtol, atol))
         ts = jnp.union1d(problem.controls.ts, jnp.linspace(0.0, problem.duration, saves))
         return simulate(problem.model, problem.q0, problem.qd0, 0.0, problem.duration, tau=self.controller(problem),
                         method=problem.method, solver=diffrax.Dopri8() if solver is None else solver, rtol=rtol,

@@ -28,6 +28,7 @@ import numpy as np
 import optax
 import optimistix as optx
 
+from ..checks import default_tolerance
 from .lagrangian import AugmentedLagrangian, Multipliers, violation
 from .problem import TrajectoryProblem
 from .shooting import SingleShooting
@@ -81,8 +82,9 @@ def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, 
         steps, ok = sol.stats["num_steps"].astype(jnp.int32), sol.result == optx.RESULTS.successful
     cost, eq, ineq = _residuals(problem, transcription, z)
     after, cost = violation(eq, ineq), jnp.sum(cost**2)
-    stationary = jnp.abs(cost - state.cost) <= method.cost_tolerance * jnp.abs(state.cost)
-    done = (after <= method.tolerance) & (ok | stationary)
+    tolerance, cost_tolerance = method.tolerances(cost.dtype)
+    stationary = jnp.abs(cost - state.cost) <= cost_tolerance * jnp.abs(state.cost)
+    done = (after <= tolerance) & (ok | stationary)
     # inexact augmented Lagrangian: the multipliers and the penalty move after every inner solve
     # that leaves the constraints violated, converged or out of steps (else a stalled inner
     # solve would repeat itself); a non-finite one keeps them
@@ -123,11 +125,20 @@ def _optimise(problem, z, transcription, optimiser, constraints, inner_steps, pr
     if not isinstance(problem, TrajectoryProblem):
         raise TypeError(f"problem must be a TrajectoryProblem; got {type(problem).__name__}")
     transcription = SingleShooting() if transcription is None else transcription
-    optimiser = optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8) if optimiser is None else optimiser
+    if optimiser is None:
+        tol = default_tolerance(problem.q0.dtype, 1e-8, 1000)
+        optimiser = optx.LevenbergMarquardt(rtol=tol, atol=tol)
     if not isinstance(optimiser, (optax.GradientTransformation, optx.AbstractLeastSquaresSolver,
                                   optx.AbstractMinimiser)):
         raise TypeError("optimiser must be an optimistix least-squares solver or minimiser (e.g. "
                         "optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)) or an optax optimiser (e.g. optax.adam(1e-2))")
+    if isinstance(optimiser, optx.LevenbergMarquardt) and jax.config.jax_enable_x64 and problem.q0.dtype != jnp.float64:
+        # its damping (a float64 scalar under x64) promotes the float32 step, and lineax then refuses it
+        raise ValueError(
+            f"a {problem.q0.dtype} problem with jax_enable_x64 on: optimistix's LevenbergMarquardt mixes float64 into "
+            "its steps and fails (optimistix 0.1.0). For float32 throughout, leave jax_enable_x64 off "
+            "before building the model; or convert the model with model.astype(jnp.float64); or pass "
+            "optimiser=optx.GaussNewton(rtol=..., atol=...) or an optax optimiser")
     method = AugmentedLagrangian() if constraints is None else constraints
     init, outer_step, rollout = _PROGRAMS[batched]
     state = init(problem, transcription, optimiser, method, z)
@@ -170,7 +181,8 @@ def solve(problem: TrajectoryProblem, guess, *, transcription=None, optimiser=No
       along a guessed path).
     - ``transcription``: :class:`SingleShooting` (default) or :class:`MultipleShooting`.
     - ``optimiser``: the inner solver (see the module docstring); default
-      ``optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)``.
+      ``optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)`` for a float64 problem, with rtol = atol =
+      1000 units of roundoff (1.2e-4) for a float32 one.
     - ``constraints``: :class:`AugmentedLagrangian` (default) or :func:`Penalty`: the outer
       loop's settings (iterations, tolerance on the violation).
     - ``inner_steps``: the inner solver's step budget per outer iteration.
