@@ -40,14 +40,14 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from .. import spatial
 from ..checks import check_external_forces, check_state
 from ..configuration import integrate_from
-from ..model.model import Model
-from .. import spatial
 from ..kinematics import tree_kinematics
+from ..model.model import Model
 from .articulated import aba_kernel, accelerate, articulated_inertias
-from .crba import mass_matrix_from
 from .bodies import body_terms, gravity_acceleration
+from .crba import mass_matrix_from
 from .levels import T, coordinates, cross_force, cross_motion, gather, joints, level_bodies, mv, one_state
 from .levels import parent_rows, routed, to_parents
 from .rnea import body_accelerations, rnea_from, rnea_kernel
@@ -195,7 +195,7 @@ def _rnea_derivatives_kernel(model: Model, q, qd, qdd, f_ext=None):
 
 def _rnea_derivatives_one(model: Model, q, qd, qdd, f_ext=None):
     """(dtau/dq, dtau/dqd, M), (3, nv, nv), for one state (matrix form)."""
-    if model.topology.has_bias:
+    if model.topology.has_bias or model.topology.sweep is None:
         return one_state(_rnea_derivatives_kernel)(model, q, qd, qdd, f_ext)
     return _rnea_derivatives_from(model, _coordinate_terms_one(model, q, qd, qdd, f_ext))
 
@@ -210,6 +210,8 @@ def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
 
 
 def _aba_derivatives_one(model: Model, q, qd, tau, f_ext=None):
+    if model.topology.sweep is None:
+        return one_state(_aba_derivatives_kernel)(model, q, qd, tau, f_ext)
     # qdd = M^-1 (tau - h) from the matrix forms: for one state, a few products and a
     # Cholesky factorisation launch far fewer kernels than the ABA's three sweeps
     tk = tree_kinematics(model, q)
@@ -217,6 +219,7 @@ def _aba_derivatives_one(model: Model, q, qd, tau, f_ext=None):
     qdd = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(mass_matrix_from(model, tk)), tau - h)
     dq, dv, M = _rnea_derivatives_one(model, q, qd, qdd, f_ext)
     return _forward_blocks(M, dq, dv)
+
 
 def _forward_blocks(M, dq, dv):
     """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) for M (nv, nv, ...) by Cholesky."""
