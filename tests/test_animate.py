@@ -8,8 +8,8 @@ import pytest
 import mbjax
 from mbjax.animate import animate
 
-pytest.importorskip("matplotlib")
-Image = pytest.importorskip("PIL.Image")
+pytest.importorskip("matplotlib", reason="animations need matplotlib (pip install mbjax[plot])")
+Image = pytest.importorskip("PIL.Image", reason="the GIF writer needs Pillow (installed with matplotlib)")
 
 
 def test_gif_frames_follow_the_motion(tmp_path):

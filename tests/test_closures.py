@@ -159,7 +159,7 @@ def four_bar_lagrange(q0, ts):
     the loop equations give d(phi2, phi3)/d theta, SymPy the generalized mass m(theta) and
     potential V(theta), and ``m thdd + m'(theta) thd^2 / 2 + V'(theta) = 0`` is integrated
     by SciPy (DOP853, tolerance 1e-13), from rest."""
-    sp = pytest.importorskip("sympy")
+    sp = pytest.importorskip("sympy", reason="SymPy (in the test extra) derives the reference")
     from scipy.integrate import solve_ivp
 
     th, p2, p3 = sp.symbols("theta phi2 phi3")

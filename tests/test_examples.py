@@ -341,7 +341,7 @@ def test_bundled_models(name, nq, nv, mass):
     assert same.joint_names == model.joint_names
 
 
-@pytest.mark.skipif(not HAS_PIN, reason="needs pinocchio")
+@pytest.mark.skipif(not HAS_PIN, reason="Pinocchio (pip install pin, in the test extra) is the reference")
 @pytest.mark.parametrize("name", ["acrobot", "double_pendulum", "quadruped", "space_robot"])
 def test_bundled_models_match_pinocchio(name):
     import jax

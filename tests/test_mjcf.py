@@ -26,7 +26,7 @@ import pytest
 
 import mbjax
 
-mujoco = pytest.importorskip("mujoco")
+mujoco = pytest.importorskip("mujoco", reason="MuJoCo (in the test extra) compiles MJCF and is the reference")
 
 TOL = 1e-9
 N = 12  # random states per model

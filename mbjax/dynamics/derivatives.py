@@ -206,7 +206,7 @@ def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
         dq, dv, M = _rnea_derivatives_kernel(model, q, qd, qdd, f_ext)
     else:  # the ABA's accelerations inside the same sweeps
         dq, dv, M = _rnea_derivatives_from(model, _coordinate_terms(model, q, qd, f_ext, tau=tau))
-    return _forward_blocks(M, dq, dv)
+    return _forward_blocks(_cholesky(M), dq, dv)
 
 
 def _aba_derivatives_one(model: Model, q, qd, tau, f_ext=None):
@@ -216,17 +216,24 @@ def _aba_derivatives_one(model: Model, q, qd, tau, f_ext=None):
     # Cholesky factorisation launch far fewer kernels than the ABA's three sweeps
     tk = tree_kinematics(model, q)
     h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
-    qdd = jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(mass_matrix_from(model, tk)), tau - h)
-    dq, dv, M = _rnea_derivatives_one(model, q, qd, qdd, f_ext)
-    return _forward_blocks(M, dq, dv)
+    chol = jax.scipy.linalg.cho_factor(mass_matrix_from(model, tk), lower=True)
+    qdd = jax.scipy.linalg.cho_solve(chol, tau - h)
+    dq, dv, _ = _rnea_derivatives_one(model, q, qd, qdd, f_ext)
+    return _forward_blocks(chol, dq, dv)
 
 
-def _forward_blocks(M, dq, dv):
-    """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) for M (nv, nv, ...) by Cholesky."""
+def _cholesky(M):
+    """Cholesky factor of M (nv, nv, C), states first for LAPACK: (C, nv, nv)."""
+    return jax.scipy.linalg.cho_factor(jnp.moveaxis(M, -1, 0), lower=True)
+
+
+def _forward_blocks(chol, dq, dv):
+    """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) from M's Cholesky factor (``cho_factor``; states, if
+    any, first) and dID (nv, nv, ...)."""
     lead = lambda x: jnp.moveaxis(x, (0, 1), (-2, -1))  # noqa: E731  (..., nv, nv) for LAPACK
     back = lambda x: jnp.moveaxis(x, (-2, -1), (0, 1))  # noqa: E731
-    chol = jax.scipy.linalg.cho_factor(lead(M), lower=True)
-    Minv = jax.scipy.linalg.cho_solve(chol, jnp.broadcast_to(jnp.eye(M.shape[0], dtype=M.dtype), lead(M).shape))
+    L = chol[0]
+    Minv = jax.scipy.linalg.cho_solve(chol, jnp.broadcast_to(jnp.eye(L.shape[-1], dtype=L.dtype), L.shape))
     return jnp.stack([-back(Minv @ lead(dq)), -back(Minv @ lead(dv)), back(Minv)])
 
 
