@@ -1,7 +1,8 @@
 """Articulated-body algorithm: forward dynamics qdd = M(q)^-1 (tau - h(q, qd) + J^T f_ext) in O(n).
 
-The passes are in :mod:`.articulated` (batch-minor level sweeps, also for a single state);
-this module adds the input checks and the derivative rule.
+Batches run the passes of :mod:`.articulated` (batch-minor level sweeps); a single state is
+solved through the mass matrix (:func:`.crba.cholesky_dynamics`, fewer kernel launches). This
+module adds the input checks and the derivative rule.
 """
 
 from __future__ import annotations
@@ -16,11 +17,20 @@ from ..configuration import difference_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from .articulated import aba_kernel
+from .crba import cholesky_dynamics
 from .derivatives import state_derivatives
 from .levels import batch_rule
 from .rnea import rnea_from
 
-_aba = batch_rule(aba_kernel)
+
+def _aba_one(model: Model, q, qd, tau, f_ext=None):
+    """One state: through the mass matrix (fewer kernels than the sweeps with C = 1)."""
+    if model.topology.sweep is None:  # nothing moves
+        return jnp.zeros_like(tau)
+    return cholesky_dynamics(model, q, qd, tau, f_ext)[0]
+
+
+_aba = batch_rule(aba_kernel, _aba_one)
 
 
 @jax.custom_jvp

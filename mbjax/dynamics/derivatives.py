@@ -47,10 +47,10 @@ from ..kinematics import tree_kinematics
 from ..model.model import Model
 from .articulated import aba_kernel, accelerate, articulated_inertias
 from .bodies import body_terms, gravity_acceleration
-from .crba import mass_matrix_from
+from .crba import cholesky_dynamics
 from .levels import T, coordinates, cross_force, cross_motion, gather, joints, level_bodies, mv, one_state
 from .levels import parent_rows, routed, to_parents
-from .rnea import body_accelerations, rnea_from, rnea_kernel
+from .rnea import body_accelerations, rnea_kernel
 
 
 def _body_terms(inertia, v, a, p_bias):
@@ -212,12 +212,7 @@ def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
 def _aba_derivatives_one(model: Model, q, qd, tau, f_ext=None):
     if model.topology.sweep is None:
         return one_state(_aba_derivatives_kernel)(model, q, qd, tau, f_ext)
-    # qdd = M^-1 (tau - h) from the matrix forms: for one state, a few products and a
-    # Cholesky factorisation launch far fewer kernels than the ABA's three sweeps
-    tk = tree_kinematics(model, q)
-    h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
-    chol = jax.scipy.linalg.cho_factor(mass_matrix_from(model, tk), lower=True)
-    qdd = jax.scipy.linalg.cho_solve(chol, tau - h)
+    qdd, chol = cholesky_dynamics(model, q, qd, tau, f_ext)
     dq, dv, _ = _rnea_derivatives_one(model, q, qd, qdd, f_ext)
     return _forward_blocks(chol, dq, dv)
 
