@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import mbjax
 from mbjax import cli
 
-#: the errors mbjax documents (README, "Errors you can meet"); URDFError and MJCFError are ValueErrors
+#: the errors mbjax documents (docs/errors.md, "Errors you can meet"); URDFError and MJCFError are ValueErrors
 DOCUMENTED = (ValueError, TypeError, eqx.EquinoxRuntimeError)
 
 NUMBERS = st.one_of(
