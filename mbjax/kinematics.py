@@ -27,9 +27,9 @@ import numpy as np
 
 from . import spatial
 from .checks import check_state
+from .configuration import integrate
 from .model.model import Model
-from .model.topology import _index
-from .model.tree import compose_paths, take
+from .model.tree import as_index, compose_paths, map_joints, rows, take
 
 REFERENCES = ("world", "local", "local_world_aligned")
 
@@ -42,12 +42,6 @@ class TreeKinematics(NamedTuple):
     S: jax.Array  # (nv, 6) motion subspace of each velocity coordinate, world frame
 
 
-def _rows(x, idx):
-    """``x[idx]`` for an (n, k) integer table, using a slice when the rows are contiguous."""
-    flat = _index(np.asarray(idx).reshape(-1))
-    return take(x, flat).reshape(idx.shape + x.shape[1:])
-
-
 def joint_motion(model: Model, q):
     """Joint transforms X_J(q) composed with the joint placements, and local subspaces.
 
@@ -57,29 +51,20 @@ def joint_motion(model: Model, q):
     topo = model.topology
     if not topo.groups:  # nothing moves: every link is welded to the world
         return model.joint_rotation, model.joint_translation, jnp.zeros((0, 6), q.dtype)
-    Rs, ps, Ss = [], [], []
-    for joint, bodies, qi, _ in topo.groups:
-        axis = model.joint_axis[_index(bodies)]
-        qg = _rows(q, qi)
-        R, p = joint.transform(axis, qg)
-        Ss.append(joint.motion_subspace(axis, qg).reshape(-1, 6))
-        Rs.append(R)
-        ps.append(p)
-    body_order, dof_order = topo.group_order
-    RJ = take(jnp.concatenate(Rs), body_order)
-    pJ = take(jnp.concatenate(ps), body_order)
-    S = take(jnp.concatenate(Ss), dof_order)
+
+    def motion(g):
+        axis, qg = take(model.joint_axis, as_index(g.body)), rows(q, g.q)
+        return g.joint.transform(axis, qg) + (g.joint.motion_subspace(axis, qg),)
+
+    RJ, pJ, S = map_joints(topo, motion, ("body", "body", "v"))
     R, p = spatial.compose(model.joint_rotation, model.joint_translation, RJ, pJ)
     return R, p, S
 
 
 def joint_bias(model: Model, q, qd):
     """Velocity-product terms c_J (nb, 6) of the joints, child frame (zero for most types)."""
-    topo = model.topology
-    parts = []
-    for joint, bodies, qi, vi in topo.groups:
-        parts.append(joint.bias(model.joint_axis[_index(bodies)], _rows(q, qi), _rows(qd, vi)))
-    return take(jnp.concatenate(parts), topo.group_order[0])
+    return map_joints(model.topology, lambda g: g.joint.bias(take(model.joint_axis, as_index(g.body)), rows(q, g.q),
+                                                              rows(qd, g.v)), "body")
 
 
 def tree_kinematics(model: Model, q) -> TreeKinematics:
@@ -120,7 +105,7 @@ def frame_placements(model: Model, q):
     return frame_placements_from(model, tree_kinematics(model, q))
 
 
-def _frame_id(model: Model, frame):
+def frame_id(model: Model, frame):
     """A frame name or index as an int32 array: frames are data, not part of the compiled
     program, so one compilation serves every frame (and frames can be vmapped over)."""
     if isinstance(frame, (str, int, np.integer)):
@@ -130,7 +115,7 @@ def _frame_id(model: Model, frame):
 
 def frame_placement(model: Model, q, frame):
     """World pose ``(R (3, 3), p (3,))`` of one frame (name or index)."""
-    return _frame_placement(model, q, _frame_id(model, frame))
+    return _frame_placement(model, q, frame_id(model, frame))
 
 
 @eqx.filter_jit
@@ -181,7 +166,7 @@ def frame_jacobian(model: Model, q, frame, reference: str = "local_world_aligned
 
     ``J @ qd`` is the frame's spatial velocity in that reference (see module docstring).
     """
-    return _frame_jacobian(model, q, _frame_id(model, frame), reference)
+    return _frame_jacobian(model, q, frame_id(model, frame), reference)
 
 
 @eqx.filter_jit
@@ -196,13 +181,11 @@ def frame_jacobian_time_variation(model: Model, q, qd, frame, reference: str = "
     Computed as the exact directional derivative ``d/dt J(q (+) t qd)`` at ``t = 0``, so
     that ``frame acceleration = J qdd + dJ qd``.
     """
-    return _frame_jacobian_time_variation(model, q, qd, _frame_id(model, frame), reference)
+    return _frame_jacobian_time_variation(model, q, qd, frame_id(model, frame), reference)
 
 
 @eqx.filter_jit
 def _frame_jacobian_time_variation(model, q, qd, f, reference):
-    from .configuration import integrate
-
     q, qd = check_state(model, q, qd=qd)
 
     def jac(t):
@@ -226,17 +209,3 @@ def center_of_mass(model: Model, q):
     """Position (3,) of the centre of mass of the whole system, world frame."""
     q = check_state(model, q)
     return center_of_mass_from(model, tree_kinematics(model, q))
-
-
-@eqx.filter_jit
-def center_of_mass_jacobian(model: Model, q):
-    """Jacobian (3, nv) of the centre of mass: ``c_dot = J_com @ qd``.
-
-    Column k is the linear momentum that velocity coordinate k alone gives the subtree it
-    moves, divided by the total mass: ``(m_sub v_k + w_k x h_sub) / m``.
-    """
-    from .dynamics.crba import momentum_matrix_from
-
-    q = check_state(model, q)
-    tk = tree_kinematics(model, q)
-    return momentum_matrix_from(model, tk)[:3] / jnp.sum(model.mass)

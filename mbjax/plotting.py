@@ -40,7 +40,7 @@ def _valid(traj):
     return ts, np.isfinite(ts)
 
 
-def _labels(model, n, kind):
+def coordinate_labels(model, n, kind):
     """Coordinate labels ``joint[k]`` from the model's q (``kind="q"``) or v slices."""
     if model is None:
         return [f"{kind}[{i}]" for i in range(n)]
@@ -59,7 +59,7 @@ def plot_coordinates(traj, ax=None, model=None, kind: str = "q"):
     ax = plt.subplots()[1] if ax is None else ax
     ts, ok = _valid(traj)
     x = np.asarray(traj.q if kind == "q" else traj.qd)[ok]
-    for label, column in zip(_labels(model, x.shape[1], kind), x.T):
+    for label, column in zip(coordinate_labels(model, x.shape[1], kind), x.T):
         ax.plot(ts[ok], column, label=label)
     ax.set_xlabel("time [s]")
     ax.set_ylabel("q [rad, m, quaternion]" if kind == "q" else "qd [rad/s, m/s]")

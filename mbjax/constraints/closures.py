@@ -32,7 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..model.builder import _rotation, _unit, _vector
+from ..model.builder import as_rotation, as_unit, as_vector
 from ..model.model import Model
 
 #: constrained directions of each cut-joint type, in the order of the residual's rows
@@ -153,7 +153,7 @@ class LoopClosureBuilder:
         body_b, Rb, pb = self._attach(frame_b, rotation_b, translation_b, f"B of loop {name!r}")
         if body_a == body_b:
             raise ValueError(f"loop {name!r} joins body {frame_a!r} to itself; a cut joint needs two bodies")
-        align = _axis_alignment(joint, _unit(axis, f"axis of loop {name!r}"), _unit(axis2, f"axis2 of loop {name!r}"), name)
+        align = _axis_alignment(joint, as_unit(axis, f"axis of loop {name!r}"), as_unit(axis2, f"axis2 of loop {name!r}"), name)
         # joint frame B gets the same alignment expressed in B (for a universal joint, the
         # second axis is mapped to y): the frames coincide whenever the user's frames do
         self._loops.append((name, joint, (body_a, body_b), directions, Ra @ align, pa, Rb @ align, pb))
@@ -161,8 +161,8 @@ class LoopClosureBuilder:
 
     def _attach(self, frame, rotation, translation, what):
         """Body index of ``frame`` and the joint frame's pose in that body."""
-        R = np.eye(3) if rotation is None else _rotation(rotation, f"rotation of joint frame {what}")
-        p = _vector(translation, 3, f"translation of joint frame {what}")
+        R = np.eye(3) if rotation is None else as_rotation(rotation, f"rotation of joint frame {what}")
+        p = as_vector(translation, 3, f"translation of joint frame {what}")
         if frame is None:
             return -1, R, p
         f = self.model.frame_index(frame)

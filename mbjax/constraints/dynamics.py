@@ -24,7 +24,7 @@ from ..dynamics.crba import mass_matrix_from
 from ..dynamics.rnea import rnea_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
-from ..simulation.manifold import configuration_rate
+from ..configuration import configuration_rate
 from .closures import LoopClosures
 from .kinematics import loop_kinematics_from
 from .solvers import METHODS, solve

@@ -57,7 +57,7 @@ from ..checks import check_external_forces, check_state
 from ..dynamics.passive import passive_forces_from
 from ..formulations.maximal import MaximalState, body_poses, maximal_state_from
 from ..model.model import Model
-from ..model.tree import take
+from ..model.tree import as_index, map_joints, rows, take
 from .closures import LoopClosures
 
 #: constraint rows of each joint type -> index of the row in :func:`_candidate_rows`
@@ -297,12 +297,14 @@ def applied_loads(model: Model, state: MaximalState, q, tau, f_ext=None):
     """
     nb = model.nbodies
     R, o = body_poses(model, state)
-    wrench = jnp.zeros((nb, 6), state.r.dtype)
-    for joint, bodies, qi, vi in model.topology.groups:
-        S = joint.motion_subspace(take(model.joint_axis, bodies), take(q, qi))  # (n, nv_j, 6)
+
+    def joint_wrench(g):
+        S = g.joint.motion_subspace(take(model.joint_axis, as_index(g.body)), rows(q, g.q))  # (n, nv_j, 6)
         gram = jnp.einsum("nai,nbi->nab", S, S)
-        coef = jnp.linalg.solve(gram, take(tau, vi)[..., None])[..., 0]
-        wrench = wrench.at[bodies].set(jnp.einsum("na,nai->ni", coef, S))
+        coef = jnp.linalg.solve(gram, rows(tau, g.v)[..., None])[..., 0]
+        return jnp.einsum("na,nai->ni", coef, S)
+
+    wrench = map_joints(model.topology, joint_wrench, "body")
     F, N = spatial.matvec(R, wrench[:, :3]), spatial.matvec(R, wrench[:, 3:])
     parent = np.asarray([p if p >= 0 else nb for p in model.parents], np.int32)
     c_parent = take(_with_world(state.r), parent)

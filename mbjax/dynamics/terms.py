@@ -110,6 +110,18 @@ def momentum(model: Model, q, qd, about: str = "world"):
 
 
 @jax.jit
+def center_of_mass_jacobian(model: Model, q):
+    """Jacobian (3, nv) of the centre of mass: ``c_dot = J_com @ qd``.
+
+    Column k is the linear momentum that velocity coordinate k alone gives the subtree it
+    moves, divided by the total mass: ``(m_sub v_k + w_k x h_sub) / m``.
+    """
+    q = check_state(model, q)
+    tk = tree_kinematics(model, q)
+    return momentum_matrix_from(model, tk)[:3] / jnp.sum(model.mass)
+
+
+@jax.jit
 def centroidal_momentum_matrix(model: Model, q):
     """A_G (6, nv) with h_G = A_G qd: momentum about the CoM in world axes (Orin et al. 2013)."""
     q = check_state(model, q)

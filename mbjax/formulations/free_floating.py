@@ -42,7 +42,7 @@ import jax.numpy as jnp
 from .. import spatial
 from ..checks import check_external_forces, check_state
 from ..dynamics.rnea import rnea_from
-from ..kinematics import _frame_id, frame_jacobian_from, frame_placements_from, tree_kinematics
+from ..kinematics import frame_id, frame_jacobian_from, frame_placements_from, tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
 
@@ -252,7 +252,7 @@ def floating_jacobians(model: Model, q, frame):
     ``V_r`` is the velocity of the frame's origin and ``w_n`` its angular velocity, world axes.
     ``J_s = [[E, -[p_r - r_0]x], [0, E]]`` (6, 6); ``J_m`` (6, n) is the fixed-base Jacobian.
     """
-    return _floating_jacobians(model, q, _frame_id(model, frame))
+    return _floating_jacobians(model, q, frame_id(model, frame))
 
 
 @eqx.filter_jit
@@ -269,7 +269,7 @@ def generalized_jacobian(model: Model, q, frame, base_momentum=None) -> Generali
     frame velocity ``J* phid + J_s H_0^-1 (P, L_0)``. ``base_momentum`` is ``(P, L_0)`` (6,)
     (see :func:`floating_momentum` with ``about="base"``); None means zero momentum.
     """
-    return _generalized_jacobian(model, q, _frame_id(model, frame), base_momentum)
+    return _generalized_jacobian(model, q, frame_id(model, frame), base_momentum)
 
 
 @eqx.filter_jit

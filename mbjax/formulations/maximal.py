@@ -28,8 +28,7 @@ from .. import spatial
 from ..checks import check_state
 from ..kinematics import body_velocities_from, tree_kinematics
 from ..model.model import Model
-from ..model.topology import _index
-from ..model.tree import take
+from ..model.tree import as_index, map_joints, take
 
 #: (translation rows, rotation rows, rows whose axis is fixed in the parent) of each joint
 #: type's motion subspace; every other row is fixed in the child body.
@@ -199,18 +198,17 @@ def joint_state_from(model: Model, state: MaximalState, base=None):
     parent = np.asarray([p if p >= 0 else topo.nbodies for p in topo.parents], dtype=np.int32)
     v_parent = take(jnp.concatenate([v, base.spatial_velocity()[None]]), parent)
     vJ = spatial.inverse_transform_motion(R, o, v - v_parent)  # child frame
-    q = jnp.zeros(topo.nq, state.r.dtype)
-    qd = jnp.zeros(topo.nv, state.r.dtype)
-    for joint, bodies, qi, vi in topo.groups:
-        ib = _index(bodies)
-        qg = _coordinates(joint.name, take(model.joint_axis, ib), take(RJ, ib), take(pJ, ib))
-        S = joint.motion_subspace(take(model.joint_axis, ib), qg)  # (n, nv, 6), child frame
+
+    def coordinates(g):
+        ib = as_index(g.body)
+        axis = take(model.joint_axis, ib)
+        qg = _coordinates(g.joint.name, axis, take(RJ, ib), take(pJ, ib))
+        S = g.joint.motion_subspace(axis, qg)  # (n, nv, 6), child frame
         # qd = (S S^T)^-1 S vJ: exact when vJ lies in the motion subspace
         gram = jnp.einsum("nai,nbi->nab", S, S)
-        qdg = jnp.linalg.solve(gram, jnp.einsum("nai,ni->na", S, take(vJ, ib))[..., None])[..., 0]
-        q = q.at[qi.reshape(-1)].set(qg.reshape(-1))
-        qd = qd.at[vi.reshape(-1)].set(qdg.reshape(-1))
-    return q, qd
+        return qg, jnp.linalg.solve(gram, jnp.einsum("nai,ni->na", S, take(vJ, ib))[..., None])[..., 0]
+
+    return map_joints(topo, coordinates, ("q", "v"))
 
 
 @eqx.filter_jit
@@ -277,13 +275,12 @@ def joint_tables(model: Model):
 def neutral_subspaces(model: Model, w: int, dtype):
     """Motion-subspace rows (nb, w, 6) of every joint at its neutral configuration, in the
     child (or, for rows that turn with the parent, the parent's joint) frame; zero padding."""
-    topo = model.topology
-    out = jnp.zeros((topo.nbodies, w, 6), dtype)
-    for joint, bodies, _, _ in topo.groups:
-        qn = jnp.broadcast_to(jnp.asarray(joint.neutral(), dtype), (len(bodies), joint.nq))
-        S = joint.motion_subspace(take(model.joint_axis, _index(bodies)), qn)
-        out = out.at[bodies, : joint.nv].set(S)
-    return out
+    def subspaces(g):
+        qn = jnp.broadcast_to(jnp.asarray(g.joint.neutral(), dtype), (len(g.body), g.joint.nq))
+        S = g.joint.motion_subspace(take(model.joint_axis, as_index(g.body)), qn)
+        return jnp.pad(S, ((0, 0), (0, w - g.joint.nv), (0, 0)))
+
+    return map_joints(model.topology, subspaces, "body")
 
 
 def scatter_dofs(values, dofs, nv):

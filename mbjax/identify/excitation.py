@@ -23,7 +23,7 @@ from ..model.model import Model
 from .base import BaseParameters
 from .optimize import Minimization, minimize
 from .parameters import ParameterLayout
-from .regressor import _check_layout, regressor_from
+from .regressor import check_layout, regressor_from
 
 
 class FourierTrajectory(eqx.Module):
@@ -88,7 +88,7 @@ def condition_number(model: Model, trajectory: FourierTrajectory, ts, base: Base
                      layout: ParameterLayout | None = None):
     """The condition number ``sigma_max / sigma_min`` of the base regressor stacked over the
     samples of ``trajectory`` at the times ``ts`` (T,)."""
-    layout = _check_layout(model, layout)
+    layout = check_layout(model, layout)
     _check_vector_joints(model)
     return _condition(base_regressor_over(model, trajectory, ts, layout, base))
 
@@ -134,7 +134,7 @@ def optimize_excitation(model: Model, trajectory: FourierTrajectory, ts, base: B
     **Returns:** a :class:`Minimization` whose ``params`` is the improved
     :class:`FourierTrajectory` and ``losses`` the objective along the way.
     """
-    layout = _check_layout(model, layout)
+    layout = check_layout(model, layout)
     _check_vector_joints(model)
     ts = jnp.asarray(ts)
     loss = eqx.Partial(_excitation_loss, trajectory=trajectory, model=model, ts=jnp.asarray(ts), base=base,

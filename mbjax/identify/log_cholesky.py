@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import jax.numpy as jnp
 
-from .parameters import symmetric_from_parameters, _SYM_COLS, _SYM_ROWS
+from .parameters import symmetric_from_parameters, SYM_COLS, SYM_ROWS
 
 
 def pseudo_inertia(pi):
@@ -45,7 +45,7 @@ def parameters_from_pseudo_inertia(J):
     Sigma = J[..., :3, :3]
     eye = jnp.eye(3, dtype=J.dtype)
     IO = jnp.trace(Sigma, axis1=-2, axis2=-1)[..., None, None] * eye - Sigma
-    return jnp.concatenate([J[..., 3, 3:], J[..., :3, 3], IO[..., _SYM_ROWS, _SYM_COLS]], axis=-1)
+    return jnp.concatenate([J[..., 3, 3:], J[..., :3, 3], IO[..., SYM_ROWS, SYM_COLS]], axis=-1)
 
 
 def log_cholesky_factor(phi):

@@ -41,8 +41,8 @@ INERTIAL_NAMES = ("m", "mx", "my", "mz", "Ixx", "Ixy", "Iyy", "Ixz", "Iyz", "Izz
 JOINT_GROUPS = ("armature", "viscous", "coulomb")
 
 # (row, column) of I_xx, I_xy, I_yy, I_xz, I_yz, I_zz in the 3x3 inertia
-_SYM_ROWS = (0, 0, 1, 0, 1, 2)
-_SYM_COLS = (0, 1, 1, 2, 2, 2)
+SYM_ROWS = (0, 0, 1, 0, 1, 2)
+SYM_COLS = (0, 1, 1, 2, 2, 2)
 
 
 class DynamicParameters(NamedTuple):
@@ -74,7 +74,7 @@ def inertial_parameters(mass, com, inertia):
     eye = jnp.eye(3, dtype=com.dtype)
     IO = 0.5 * (inertia + spatial.transpose(inertia)) + mass[..., None, None] * (
         jnp.sum(com * com, -1)[..., None, None] * eye - com[..., :, None] * com[..., None, :])
-    sym = IO[..., _SYM_ROWS, _SYM_COLS]
+    sym = IO[..., SYM_ROWS, SYM_COLS]
     return jnp.concatenate([mass[..., None], mass[..., None] * com, sym], axis=-1)
 
 

@@ -29,7 +29,7 @@ from ..model.model import Model
 from .parameters import ParameterLayout, world_inertia_from_parameters
 
 
-def _check_layout(model: Model, layout: ParameterLayout | None) -> ParameterLayout:
+def check_layout(model: Model, layout: ParameterLayout | None) -> ParameterLayout:
     if layout is None:
         return ParameterLayout.of(model)
     if not isinstance(layout, ParameterLayout):
@@ -73,7 +73,7 @@ def regressor(model: Model, q, qd, qdd, layout: ParameterLayout | None = None):
 
     **Returns:** ``Y`` (nv, layout.size).
     """
-    layout = _check_layout(model, layout)
+    layout = check_layout(model, layout)
     q, qd, qdd = check_state(model, q, qd=qd, qdd=qdd)
     return regressor_from(model, layout, q, qd, qdd)
 
@@ -86,7 +86,7 @@ def stacked_regressor(model: Model, q, qd, qdd, layout: ParameterLayout | None =
 
     **Arguments:** ``q`` (N, nq), ``qd`` (N, nv), ``qdd`` (N, nv).
     """
-    layout = _check_layout(model, layout)
+    layout = check_layout(model, layout)
     q, qd, qdd = (jnp.asarray(x) for x in (q, qd, qdd))
     if q.ndim != 2 or qd.ndim != 2 or qdd.ndim != 2 or not q.shape[0] == qd.shape[0] == qdd.shape[0]:
         raise ValueError(f"q, qd, qdd must be (N, nq), (N, nv), (N, nv) with one N; got {q.shape}, {qd.shape}, "

@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .mjcf import MJCFError, _mujoco, compile_mjcf
+from .mjcf import MJCFError, import_mujoco, compile_mjcf
 
 
 class Actuators(eqx.Module):
@@ -81,7 +81,7 @@ def load_mjcf_actuators(source, dtype=None) -> Actuators:
 
     **Arguments:** ``source``: a path, MJCF text or ``mujoco.MjModel``; ``dtype``: of the arrays.
     """
-    mujoco = _mujoco()
+    mujoco = import_mujoco()
     m = compile_mjcf(source)
     names = tuple(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_ACTUATOR, k) or f"actuator{k}" for k in range(m.nu))
     refused = [f"{names[k]!r}: {why}" for k in range(m.nu) if (why := _unsupported(mujoco, m, k))]

@@ -62,7 +62,7 @@ class ModelBuilder:
             raise ValueError(f"inertia_check must be 'raise' or 'warn', not {inertia_check!r}")
         self.inertia_check = inertia_check
         self.name = name
-        self.gravity = _vector(gravity, 3, "gravity")
+        self.gravity = as_vector(gravity, 3, "gravity")
         self._bodies: dict[str, _Body] = {}
         self._frames: list[tuple[str, str, np.ndarray, np.ndarray]] = []
 
@@ -115,11 +115,11 @@ class ModelBuilder:
         if joint != "fixed" and joint not in JOINT_TYPES:
             raise ValueError(f"unknown joint type {joint!r} for body {name!r}; known: fixed, {', '.join(JOINT_TYPES)}")
         nq, nv = (0, 0) if joint == "fixed" else (JOINT_TYPES[joint].nq, JOINT_TYPES[joint].nv)
-        R = np.eye(3) if rotation is None else _rotation(rotation, f"rotation of body {name!r}")
+        R = np.eye(3) if rotation is None else as_rotation(rotation, f"rotation of body {name!r}")
         uses_axis = joint in ("revolute", "continuous", "prismatic", "cylindrical", "universal")
         axes = np.stack([
-            _unit(axis, f"axis of joint of {name!r}") if uses_axis else np.array([0.0, 0.0, 1.0]),
-            _unit(axis2, f"axis2 of joint of {name!r}") if joint == "universal" else np.array([0.0, 1.0, 0.0]),
+            as_unit(axis, f"axis of joint of {name!r}") if uses_axis else np.array([0.0, 0.0, 1.0]),
+            as_unit(axis2, f"axis2 of joint of {name!r}") if joint == "universal" else np.array([0.0, 1.0, 0.0]),
         ])
         I = np.zeros((3, 3)) if inertia is None else np.asarray(inertia, dtype=float)
         try:
@@ -134,10 +134,10 @@ class ModelBuilder:
             joint_type=joint,
             joint_name=joint_name or name,
             rotation=R,
-            translation=_vector(translation, 3, f"translation of body {name!r}"),
+            translation=as_vector(translation, 3, f"translation of body {name!r}"),
             axis=axes,
             mass=float(mass),
-            com=_vector(com, 3, f"com of body {name!r}"),
+            com=as_vector(com, 3, f"com of body {name!r}"),
             inertia=0.5 * (I + I.T),
             lower=_per_coord(lower, nq, -np.inf, "lower", name),
             upper=_per_coord(upper, nq, np.inf, "upper", name),
@@ -147,7 +147,7 @@ class ModelBuilder:
             damping=_per_coord(damping, nv, 0.0, "damping", name),
             stiffness=_per_coord(stiffness, nv, 0.0, "stiffness", name),
             spring_reference=(JOINT_TYPES[joint].neutral() if joint != "fixed" else np.zeros(0))
-            if spring_reference is None else _vector(spring_reference, nq, f"spring_reference of joint of {name!r}"),
+            if spring_reference is None else as_vector(spring_reference, nq, f"spring_reference of joint of {name!r}"),
         )
         if np.any(self._bodies[name].lower > self._bodies[name].upper):
             raise ValueError(f"joint of body {name!r} has lower limit above upper limit")
@@ -161,8 +161,8 @@ class ModelBuilder:
         """Add a named frame rigidly attached to ``body`` (``None`` for the world)."""
         if body != WORLD and body not in self._bodies:
             raise ValueError(f"body {body!r} of frame {name!r} does not exist")
-        R = np.eye(3) if rotation is None else _rotation(rotation, f"rotation of frame {name!r}")
-        self._frames.append((name, body, R, _vector(translation, 3, f"translation of frame {name!r}")))
+        R = np.eye(3) if rotation is None else as_rotation(rotation, f"rotation of frame {name!r}")
+        self._frames.append((name, body, R, as_vector(translation, 3, f"translation of frame {name!r}")))
         return self
 
     # ---------------------------------------------------------------------------- build
@@ -364,15 +364,15 @@ def _skew(v):
     return np.array([[0.0, -v[2], v[1]], [v[2], 0.0, -v[0]], [-v[1], v[0], 0.0]])
 
 
-def _vector(x, n, what):
+def as_vector(x, n, what):
     a = np.asarray(x, dtype=float).reshape(-1)
     if a.shape != (n,) or not np.all(np.isfinite(a)):
         raise ValueError(f"{what} must be {n} finite numbers; got {x!r}")
     return a
 
 
-def _unit(x, what):
-    a = _vector(x, 3, what)
+def as_unit(x, what):
+    a = as_vector(x, 3, what)
     a = a / max(np.abs(a).max(), 1.0)  # no overflow in the norm of huge entries
     n = np.linalg.norm(a)
     if n < 1e-12:
@@ -380,7 +380,7 @@ def _unit(x, what):
     return a / n
 
 
-def _rotation(R, what):
+def as_rotation(R, what):
     R = np.asarray(R, dtype=float)
     if R.shape != (3, 3) or not np.all(np.isfinite(R)):
         raise ValueError(f"{what} must be a finite 3x3 rotation matrix")

@@ -71,7 +71,7 @@ class MJCFError(ValueError):
         self.features = tuple(features)
 
 
-def _mujoco():
+def import_mujoco():
     try:
         import mujoco
     except ImportError:
@@ -96,7 +96,7 @@ def compile_mjcf(source):
     ``MjModel`` (returned as is)."""
     if isinstance(source, (str, os.PathLike)):
         _refuse_urdf(str(source))
-    mujoco = _mujoco()
+    mujoco = import_mujoco()
     if isinstance(source, mujoco.MjModel):
         return source
     text = str(source)
@@ -131,7 +131,7 @@ def load_mjcf(source, ignore=(), inertia_check: str = "raise", dtype=None) -> Mo
     """
     ignore = _ignored(ignore)
     m = compile_mjcf(source)
-    mujoco = _mujoco()
+    mujoco = import_mujoco()
     _refuse_unsupported(mujoco, m, ignore)
     return _convert(mujoco, m, ignore, inertia_check, dtype)[0]
 
@@ -151,7 +151,7 @@ def load_mjcf_with_closures(source, ignore=(), inertia_check: str = "raise", dty
     """
     ignore = _ignored(ignore)
     m = compile_mjcf(source)
-    mujoco = _mujoco()
+    mujoco = import_mujoco()
     loops = _loop_equalities(mujoco, m)
     _refuse_unsupported(mujoco, m, ignore, handled=loops)
     model, site_frames = _convert(mujoco, m, ignore, inertia_check, dtype)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import NamedTuple
 
 import numpy as np
 
@@ -177,21 +178,21 @@ class Topology:
 
     @functools.cached_property
     def groups(self):
-        """Bodies grouped by joint type: tuples (joint, bodies, q indices (n, nq), v indices (n, nv))."""
+        """The bodies grouped by joint type (:class:`JointGroup`), in order of first appearance."""
         out = []
         for jt in dict.fromkeys(self.joints):
             bodies = np.array([i for i, j in enumerate(self.joints) if j is jt], dtype=np.int32)
             qi = np.array([[self.q_start[b] + k for k in range(jt.nq)] for b in bodies], dtype=np.int32)
             vi = np.array([[self.v_start[b] + k for k in range(jt.nv)] for b in bodies], dtype=np.int32)
-            out.append((jt, bodies, qi.reshape(len(bodies), jt.nq), vi.reshape(len(bodies), jt.nv)))
+            out.append(JointGroup(jt, bodies, qi.reshape(len(bodies), jt.nq), vi.reshape(len(bodies), jt.nv)))
         return tuple(out)
 
     @functools.cached_property
     def group_order(self):
-        """Inverse permutations from the concatenated groups back to body and dof order."""
-        bodies = np.concatenate([g[1] for g in self.groups])
-        dofs = np.concatenate([g[3].reshape(-1) for g in self.groups])
-        return _inverse_permutation(bodies), _inverse_permutation(dofs)
+        """Inverse permutations from the groups' rows concatenated back to q, v and body order
+        (``None`` where that is the identity), by kind: ``"q"``, ``"v"``, ``"body"``."""
+        return {kind: _inverse_permutation(np.concatenate([getattr(g, kind).reshape(-1) for g in self.groups]))
+                for kind in ("q", "v", "body")} if self.groups else {}
 
     # ------------------------------------------------------------------- tree relations
     @functools.cached_property
@@ -297,6 +298,15 @@ class Topology:
         return Sweep(levels[0], body, parent, dofs, dofs == nv, order)
 
 
+class JointGroup(NamedTuple):
+    """The bodies whose joints are of one type, and the tables of their coordinates."""
+
+    joint: object  # the joint type (mbjax.model.joints)
+    body: np.ndarray  # (n,) body indices
+    q: np.ndarray  # (n, nq) position-coordinate indices
+    v: np.ndarray  # (n, nv) velocity-coordinate indices
+
+
 @dataclass(frozen=True, eq=False)
 class Level:
     """The bodies of one depth, their parents' positions in the level above, and the table
@@ -306,10 +316,6 @@ class Level:
     parent_pos: tuple
     dofs: np.ndarray  # (n, width) velocity indices, padded with nv
     pad: np.ndarray  # (n, width) True on padding entries
-
-    @functools.cached_property
-    def body_index(self):
-        return _index(self.bodies)
 
 
 @dataclass(frozen=True, eq=False)
@@ -328,14 +334,6 @@ class Sweep:
     dofs: np.ndarray  # (L-1, W, w)
     pad: np.ndarray  # (L-1, W, w)
     dof_order: np.ndarray  # (nv,) position of each coordinate in [root dofs, sweep dofs] flattened
-
-
-def _index(seq):
-    """A slice when ``seq`` is a contiguous increasing range (cheaper than a gather)."""
-    seq = tuple(seq)
-    if seq and seq == tuple(range(seq[0], seq[0] + len(seq))):
-        return slice(seq[0], seq[0] + len(seq))
-    return np.array(seq, dtype=np.int32)
 
 
 def _inverse_permutation(perm):

@@ -1,4 +1,6 @@
-"""Level-by-level tree passes: the one place where recursions over the tree are written.
+"""Traversals of the tree: the one place where loops over its joints and recursions over its
+bodies are written (:func:`map_joints`, :func:`compose_paths`; the level sweeps of the
+recursive algorithms are in :mod:`mbjax.dynamics.levels`).
 
 On XLA:CPU a jitted call pays per operation, so a recursion written body by body with
 small operations is slow. Here every pass handles all bodies of one depth level with one set
@@ -8,8 +10,8 @@ steps, a humanoid about ten, independently of how many branches it has.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import spatial
 from .topology import Topology
@@ -24,6 +26,43 @@ def take(x, index):
     if isinstance(index, slice):
         return x[index]
     return jnp.take(x, index, axis=0, mode="clip")
+
+
+def as_index(seq):
+    """A slice when ``seq`` is a contiguous increasing range (cheaper than a gather), else an
+    int32 array."""
+    seq = tuple(int(i) for i in np.asarray(seq).reshape(-1))
+    if seq and seq == tuple(range(seq[0], seq[0] + len(seq))):
+        return slice(seq[0], seq[0] + len(seq))
+    return np.array(seq, dtype=np.int32)
+
+
+def rows(x, table):
+    """``x[table]`` (n, k, ...) for an (n, k) integer table (a joint group's q or v indices)."""
+    table = np.asarray(table)
+    return take(x, as_index(table)).reshape(table.shape + x.shape[1:])
+
+
+def map_joints(topology: Topology, fn, into):
+    """``fn(group)`` for each joint group of ``topology`` (:class:`.topology.JointGroup`: the
+    bodies of one joint type and their coordinate tables), its results put together.
+
+    ``into`` says what each result is, by rows: ``"q"`` (n, nq, ...) or ``"v"`` (n, nv, ...)
+    coordinate rows, or ``"body"`` (n, ...) body rows; they are concatenated over the groups
+    and put in q, v or body order. A tuple ``into`` matches a tuple of results.
+    """
+    kinds = (into,) if isinstance(into, str) else into
+    if not topology.groups:  # nothing moves
+        empty = tuple(jnp.zeros((0,)) for _ in kinds)
+        return empty[0] if isinstance(into, str) else empty
+    results = [fn(g) for g in topology.groups]
+    parts = list(zip(*[(r,) if isinstance(into, str) else r for r in results]))
+    out = []
+    for kind, part in zip(kinds, parts):
+        lead = 1 if kind == "body" else 2
+        flat = jnp.concatenate([x.reshape((-1,) + x.shape[lead:]) for x in part])
+        out.append(take(flat, topology.group_order[kind]))
+    return out[0] if isinstance(into, str) else tuple(out)
 
 
 def compose_paths(topology: Topology, R, p):

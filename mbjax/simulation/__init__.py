@@ -1,9 +1,9 @@
 """Simulation with diffrax: ``simulate``, trajectories, controllers, events, batches."""
 
+from ..configuration import configuration_rate
 from .batching import batch_mesh, shard_batch, simulate_batch
 from .controllers import PD, ComputedTorque, FeedForward, PathReference, Setpoint
 from .events import JointLimitEvent, joint_limit_event
-from .manifold import configuration_rate
 from .simulate import DivergenceError, simulate
 from .trajectory import Trajectory
 from .vector_field import ForwardDynamics

@@ -102,7 +102,7 @@ def simulate(
 
     Solves ``d/dt (q, qd) = (G(q) qd, qdd(q, qd, tau))`` with ``diffrax.diffeqsolve``;
     quaternions and (cos, sin) pairs stay on their manifold (see
-    :mod:`mbjax.simulation.manifold`).
+    :mod:`mbjax.configuration`).
 
     **Arguments:**
 

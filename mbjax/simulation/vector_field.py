@@ -21,7 +21,7 @@ from ..dynamics.passive import passive_forces_from
 from ..dynamics.rnea import rnea_from
 from ..kinematics import tree_kinematics
 from ..dynamics.terms import forward_dynamics, forward_dynamics_from
-from .manifold import configuration_rate
+from ..configuration import configuration_rate
 
 
 class ForwardDynamics(eqx.Module):

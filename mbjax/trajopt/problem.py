@@ -18,7 +18,7 @@ from ..configuration import normalize
 from ..simulation.trajectory import Trajectory
 from ..simulation.vector_field import ForwardDynamics, vector_field
 from .controls import KnotControls
-from .terms import Rollout, Term, _Limits
+from .terms import Rollout, Term, Limits
 
 
 class TrajectoryProblem(eqx.Module):
@@ -66,7 +66,7 @@ class TrajectoryProblem(eqx.Module):
             if not isinstance(term, Term):
                 raise TypeError(f"costs and constraints must be mbjax.trajopt terms (Effort, TerminalState, "
                                 f"PathCost, TorqueLimits, VelocityLimits, ...); got {type(term).__name__}")
-            if isinstance(term, _Limits):
+            if isinstance(term, Limits):
                 lower, upper = (np.asarray(b) for b in term.bounds(self))
                 if not (np.any(np.isfinite(lower)) or np.any(np.isfinite(upper))) or np.any(lower > upper):
                     raise ValueError(f"{type(term).__name__} needs lower <= upper with at least one finite bound: "

@@ -74,7 +74,7 @@ class Solution(eqx.Module):
     def plot(self, problem, path: str | None = None, title: str = ""):
         """Joint positions, velocities and knot torques against time (matplotlib). Saves the
         figure to ``path`` (then closes it) or returns it."""
-        from ..plotting import _labels, finish, plot_coordinates, pyplot
+        from ..plotting import coordinate_labels, finish, plot_coordinates, pyplot
 
         if np.ndim(self.cost):
             raise ValueError("plot one solution at a time: take the best restart, or index the batch")
@@ -84,7 +84,7 @@ class Solution(eqx.Module):
         plot_coordinates(self.trajectory, ax[1], problem.model, "qd")
         fine = jnp.linspace(0.0, problem.duration, 400)
         tau = jax.vmap(self.controller(problem).path.evaluate)(fine)
-        labels = _labels(problem.model, problem.model.nv, "v")
+        labels = coordinate_labels(problem.model, problem.model.nv, "v")
         for k, dof in enumerate(problem.controls.dofs):
             ax[2].plot(fine, tau[:, dof], color=f"C{k % 10}", label=labels[dof])
             ax[2].plot(problem.controls.ts, self.u[:, k], ".", color=f"C{k % 10}")

@@ -98,7 +98,7 @@ class PathCost(Term):
         return (jnp.sqrt(w)[:, None] * f.reshape(f.shape[0], -1)).reshape(-1)
 
 
-class _Limits(Term):
+class Limits(Term):
     """``lower <= x <= upper`` elementwise, as residuals ``(x - upper, lower - x) <= 0``; a
     coordinate whose bound is infinite is unlimited on that side (its residual is the constant
     -1, never active)."""
@@ -130,7 +130,7 @@ class _Limits(Term):
         return jnp.concatenate([above.reshape(-1), below.reshape(-1)])
 
 
-class TorqueLimits(_Limits):
+class TorqueLimits(Limits):
     """``lower <= u <= upper`` at every knot.
 
     ``lower``, ``upper``: (nu,) bounds on the actuated torques or scalars; default
@@ -146,7 +146,7 @@ class TorqueLimits(_Limits):
         return rollout.u
 
 
-class VelocityLimits(_Limits):
+class VelocityLimits(Limits):
     """``lower <= qd(t) <= upper`` at every step of the integration grid (between steps the
     speed can exceed a bound by the step's curvature; keep a margin or refine ``substeps``).
 
@@ -161,7 +161,7 @@ class VelocityLimits(_Limits):
         return rollout.trajectory.qd
 
 
-class PositionLimits(_Limits):
+class PositionLimits(Limits):
     """``lower <= q(t) <= upper`` at every step of the integration grid.
 
     ``lower``, ``upper``: (nq,) or scalars; default the model's joint limits ``model.lower``,
