@@ -5,22 +5,30 @@ to one when mbjax orders the joints as Pinocchio does (``joint_order="pinocchio"
 other difference is the free joint's quaternion, stored (w, x, y, z) by mbjax and
 (x, y, z, w) by Pinocchio.
 
-Run ``python examples/compare_pinocchio.py [robot] [samples]`` (default: talos_reduced 10).
+Run ``python examples/compare_pinocchio.py [robot] [samples] [--quick] [--out DIR]`` (default:
+talos_reduced, 10 samples; ``--quick``: 3 samples unless given).
 """
 
 import sys
 
+from _common import Example  # first: float64 before any JAX array exists
+
 import jax
+import numpy as np
+import pinocchio as pin
 
-jax.config.update("jax_enable_x64", True)
+import mbjax
 
-import numpy as np  # noqa: E402
-import pinocchio as pin  # noqa: E402
 
-import mbjax  # noqa: E402
+def options(parser):
+    parser.add_argument("robot", nargs="?", default="talos_reduced", choices=sorted(mbjax.robots.EXAMPLE_ROBOTS),
+                        help="an example-robot-data robot (default: talos_reduced)")
+    parser.add_argument("samples", nargs="?", type=int, help="random states to compare (default: 10, 3 with --quick)")
 
-name = sys.argv[1] if len(sys.argv) > 1 else "talos_reduced"
-samples = int(sys.argv[2]) if len(sys.argv) > 2 else 10
+
+example = Example(__doc__, quick="3 random states unless SAMPLES is given", options=options)
+name = example.args.robot
+samples = (3 if example.quick else 10) if example.args.samples is None else example.args.samples
 floating = mbjax.robots.EXAMPLE_ROBOTS[name][1]
 path = str(mbjax.example_robot_path(name))
 
@@ -60,4 +68,5 @@ for key, val in worst.items():
     print(f"  {key:11s} {val:.2e}")
 ok = all(v < 1e-9 for v in worst.values())
 print("agreement:", "OK" if ok else "LARGER THAN EXPECTED")
+example.record(robot=name, samples=samples, max_relative_difference=worst, agreement=ok)
 sys.exit(0 if ok else 1)

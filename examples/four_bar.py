@@ -9,25 +9,23 @@ Phi(q) drifts with the integrator's error. Three runs of the same Dopri8 solve (
 - projection of (q, qd) back onto the constraint manifold (Gauss-Newton assembly and the
   velocity projection) after every output interval.
 
-Run ``python examples/four_bar.py [--quick] [out.png]``; ``--quick`` simulates 5 s instead of
-60 s. With matplotlib it saves a plot (default ``four_bar.png``).
+Run ``python examples/four_bar.py [--quick] [--out DIR]`` (``--quick``: 5 s instead of 60 s).
+With matplotlib it saves a plot, ``four_bar.png``.
 """
 
-import sys
 import time
 
+from _common import Example  # first: float64 before any JAX array exists
+
+import diffrax
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+from mbjax import constraints as C
 
-import diffrax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-from mbjax import constraints as C  # noqa: E402
-
-args = [a for a in sys.argv[1:] if a != "--quick"]
-duration = 5.0 if "--quick" in sys.argv else 60.0
+example = Example(__doc__, quick="5 s instead of 60 s")
+duration = 5.0 if example.quick else 60.0
 tol = 1e-10
 model, closures = C.four_bar()
 print(model, closures, sep="\n")
@@ -64,16 +62,12 @@ for name in ("none", "baumgarte", "projection"):
     runs[name] = (np.asarray(qs), err)
     print(f"{name:>10}: {steps} steps in {time.perf_counter() - t_start:.1f} s, "
           f"max |Phi| = {err.max():.2e}, at t = {duration:g} s: {err[-1]:.2e}")
+example.record(duration=duration, max_residual={name: err.max() for name, (_, err) in runs.items()},
+               final_residual={name: err[-1] for name, (_, err) in runs.items()})
 
-try:
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    print("matplotlib is not installed (`pip install matplotlib`): no plot")
-else:
-    out = args[0] if args else "four_bar.png"
+def figure(plt):
+    """Joint angles of the stabilised run, and the loop residual of all three."""
     fig, (ax1, ax2) = plt.subplots(2, 1, sharex=True, figsize=(7, 6))
     qs = runs["baumgarte"][0]
     for i, label in enumerate(("crank", "coupler (relative)", "rocker")):
@@ -86,6 +80,7 @@ else:
     ax2.set_ylabel("max |Phi(q)| [m]")
     ax2.set_title(f"loop-closure residual, Dopri8 rtol = atol = {tol:g}")
     ax2.legend()
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    print(f"saved {out}")
+    return fig
+
+
+example.figure("four_bar.png", figure)

@@ -16,26 +16,25 @@ point (Baumgarte stabilisation pulls the drift back) and follows theta = w t to 
 damped solve does so with its default damping. The singularity-free stepper of seed 003
 will join this comparison when it exists.
 
-Run ``python examples/four_bar_singular.py [--quick] [out.png]`` (``--quick``: 1.7 s instead
-of 6.5 s; either passes change points).
+Run ``python examples/four_bar_singular.py [--quick] [--out DIR]`` (``--quick``: 1.7 s instead
+of 6.5 s; either passes change points). With matplotlib it saves a plot,
+``four_bar_singular.png``.
 """
 
 import functools
-import sys
 
+from _common import Example  # first: float64 before any JAX array exists
+
+import diffrax
+import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+from mbjax import constraints as C
 
-import diffrax  # noqa: E402
-import equinox as eqx  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-from mbjax import constraints as C  # noqa: E402
-
-args = [a for a in sys.argv[1:] if a != "--quick"]
-duration = 1.7 if "--quick" in sys.argv else 6.5
+example = Example(__doc__, quick="1.7 s instead of 6.5 s")
+duration = 1.7 if example.quick else 6.5
 speed = 2.0
 model, closures = C.four_bar(ground=1.0, crank=0.5, coupler=1.0, rocker=0.5)
 model = eqx.tree_at(lambda m: m.gravity, model, jnp.zeros(3))
@@ -61,28 +60,25 @@ def solve(y0, rcond, method):
         stepsize_controller=diffrax.PIDController(rtol=1e-9, atol=1e-9), max_steps=100_000)
 
 
-runs = {}
+change_points = int(speed * duration // np.pi)
+runs, theta_error = {}, {}
 for label, method, rcond in (("svd, rcond 1e-10", "svd", 1e-10), ("svd, rcond 1e-3", "svd", 1e-3),
                              ("damped", "damped", 1e-10)):
     sol = solve((q0, qd0), jnp.asarray(rcond), method)
     qs = np.asarray(sol.ys[0])
     res = np.max(np.abs(np.asarray(jax.vmap(lambda q: C.loop_residual(model, closures, q))(sol.ys[0]))), axis=1)
     runs[label] = (qs, res)
-    err = np.max(np.abs(qs[:, 0] - speed * np.asarray(ts)))
+    err = theta_error[label] = np.max(np.abs(qs[:, 0] - speed * np.asarray(ts)))
     print(f"{label:>16}: {int(sol.stats['num_steps'])} steps, |theta - w t| <= {err:.2e} rad, "
-          f"max |Phi| = {res.max():.2e}, change points passed: {int(speed * duration // np.pi)}")
-sigma = np.asarray(jax.vmap(lambda q: jnp.linalg.svd(C.loop_jacobian(model, closures, q), compute_uv=False))(
-    jnp.asarray(runs["damped"][0])))
+          f"max |Phi| = {res.max():.2e}, change points passed: {change_points}")
+example.record(duration=duration, change_points=change_points, theta_error=theta_error,
+               max_residual={label: res.max() for label, (_, res) in runs.items()})
 
-try:
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    print("matplotlib is not installed (`pip install matplotlib`): no plot")
-else:
-    out = args[0] if args else "four_bar_singular.png"
+def figure(plt):
+    """Crank angle against w t, conditioning of Phi_q (along the damped run), and the loop residual."""
+    sigma = np.asarray(jax.vmap(lambda q: jnp.linalg.svd(C.loop_jacobian(model, closures, q), compute_uv=False))(
+        jnp.asarray(runs["damped"][0])))
     fig, axes = plt.subplots(3, 1, sharex=True, figsize=(7, 7))
     for method, (qs, res) in runs.items():
         axes[0].plot(ts, qs[:, 0] - speed * np.asarray(ts), label=f"{method}: crank angle - w t")
@@ -94,6 +90,7 @@ else:
     axes[2].set_ylabel("max |Phi(q)| [m]")
     axes[2].set_xlabel("time [s]")
     axes[2].legend()
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    print(f"saved {out}")
+    return fig
+
+
+example.figure("four_bar_singular.png", figure)

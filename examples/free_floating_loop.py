@@ -11,25 +11,21 @@ makes joints 2 and 4 trace a circle in joint space, rest to rest
 (``mbjax.FloatingComputedTorque``: the base is not actuated, so momentum is conserved). Printed: the net base
 rotation, how well the arm returned, and how well momentum and the CoM were conserved.
 
-Run ``python examples/free_floating_loop.py [--quick] [out.png]`` (``--quick``: fewer saved
-points, for the test suite). Needs matplotlib for the plot.
+Run ``python examples/free_floating_loop.py [--quick] [--out DIR]`` (``--quick``: fewer saved
+points, tolerance 1e-11 instead of 1e-12). With matplotlib it saves a plot,
+``free_floating_loop.png``.
 """
 
-import sys
+from _common import Example  # first: float64 before any JAX array exists
 
+import diffrax
+import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+import mbjax
 
-import diffrax  # noqa: E402
-import equinox as eqx  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-import mbjax  # noqa: E402
-
-QUICK = "--quick" in sys.argv
-OUT = next((a for a in sys.argv[1:] if not a.startswith("--")), "free_floating_loop.png")
 T = 10.0  # duration of the loop (s)
 PHI0 = jnp.array([0.0, 0.6, 0.0, -1.2, 0.0, 0.6, 0.0])  # arm's start (and end) pose (rad)
 RADIUS = 0.8  # radius of the circle traced by joints 2 and 4 (rad)
@@ -66,21 +62,25 @@ def run(model, q0, qd0, tol, n_save):
 
 
 def main():
+    example = Example(__doc__, quick="51 saved points instead of 501, tolerance 1e-11 instead of 1e-12")
     model = mbjax.load_bundled("space_robot")
     q0 = jnp.concatenate([jnp.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]), PHI0])
     qd0 = jnp.zeros(model.nv)  # at rest: zero momentum
-    tol = 1e-11 if QUICK else 1e-12
-    n_save = 51 if QUICK else 501  # both runs save as many points: one compilation
+    tol = 1e-11 if example.quick else 1e-12
+    n_save = 51 if example.quick else 501  # both runs save as many points: one compilation
     traj = run(model, q0, qd0, tol, n_save)
 
     rot = np.asarray(base_rotation(traj.q, q0))
     com = np.asarray(jax.vmap(lambda q: mbjax.center_of_mass(model, q))(traj.q))
     arm_error = float(jnp.max(jnp.abs(traj.q[-1, 7:] - PHI0)))
-    print(f"net base rotation after the loop: {np.degrees(np.linalg.norm(rot[-1])):.4f} deg "
-          f"about {rot[-1] / np.linalg.norm(rot[-1])}")
-    print(f"arm back at its start to {arm_error:.2e} rad; final joint speed {float(jnp.max(jnp.abs(traj.qd[-1, 6:]))):.2e} rad/s")
-    print(f"momentum: max |h(t)| = {float(jnp.max(jnp.abs(traj.momentum))):.2e} (zero at the start)")
-    print(f"centre of mass moved by at most {np.max(np.linalg.norm(com - com[0], axis=1)):.2e} m")
+    rotation = np.degrees(np.linalg.norm(rot[-1]))
+    speed = float(jnp.max(jnp.abs(traj.qd[-1, 6:])))
+    momentum = float(jnp.max(jnp.abs(traj.momentum)))
+    com_moved = np.max(np.linalg.norm(com - com[0], axis=1))
+    print(f"net base rotation after the loop: {rotation:.4f} deg about {rot[-1] / np.linalg.norm(rot[-1])}")
+    print(f"arm back at its start to {arm_error:.2e} rad; final joint speed {speed:.2e} rad/s")
+    print(f"momentum: max |h(t)| = {momentum:.2e} (zero at the start)")
+    print(f"centre of mass moved by at most {com_moved:.2e} m")
 
     # the same loop from a tumbling start: momentum is conserved to the solver's tolerance
     qd1 = jnp.zeros(model.nv).at[:6].set(jnp.array([0.05, -0.02, 0.01, 0.02, 0.01, -0.03]))
@@ -88,17 +88,15 @@ def main():
     h = np.asarray(tumbling.momentum)
     drift = np.max(np.abs(h - h[0])) / np.max(np.abs(h[0]))
     print(f"tumbling start: momentum conserved to {drift:.2e} relative over {T} s")
+    example.record(base_rotation_deg=rotation, base_rotation_vector=rot[-1], arm_return_error=arm_error,
+                   final_joint_speed=speed, max_momentum=momentum, com_moved=com_moved, tumbling_momentum_drift=drift)
     assert drift <= 1e-9, "momentum is not conserved"
-    assert np.max(np.linalg.norm(com - com[0], axis=1)) <= 1e-10, "the CoM moved"
+    assert com_moved <= 1e-10, "the CoM moved"
+    example.figure("free_floating_loop.png", lambda plt: figure(plt, traj, rot, com), dpi=100)
 
-    try:
-        import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot (pip install mbjax[plot])")
-        return
+def figure(plt, traj, rot, com):
+    """The joints' closed loop, the base attitude, and the conservation of CoM and momentum."""
     ts = np.asarray(traj.ts)
     fig, ax = plt.subplots(1, 3, figsize=(14, 4))
     phi = np.asarray(traj.q[:, 7:])
@@ -114,9 +112,7 @@ def main():
     ax[2].semilogy(ts, np.linalg.norm(np.asarray(traj.momentum), axis=1) + 1e-18, label="|h(t)| (zero momentum)")
     ax[2].set(xlabel="t (s)", title="conservation")
     ax[2].legend()
-    fig.tight_layout()
-    fig.savefig(OUT, dpi=100)
-    print(f"saved {OUT}")
+    return fig
 
 
 if __name__ == "__main__":

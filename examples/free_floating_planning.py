@@ -16,34 +16,28 @@ momentum formulation and a computed-torque controller tracking the planned joint
 must reach the target attitude within 1e-3 rad. The gradient of the loss is also compared
 with central finite differences.
 
-Run ``python examples/free_floating_planning.py [--quick] [out.png]``.
+Run ``python examples/free_floating_planning.py [--quick] [--out DIR]`` (``--quick``: 50 RK4 steps
+and 120 Adam steps instead of 400 and 300, verified at tolerance 1e-8 instead of 1e-11). With
+matplotlib it saves a plot, ``free_floating_planning.png``.
 """
 
-import sys
+from _common import Example  # first: float64 before any JAX array exists
 
+import diffrax
+import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
 
-jax.config.update("jax_enable_x64", True)
+import mbjax
+from mbjax.simulation.manifold import configuration_rate
 
-import diffrax  # noqa: E402
-import equinox as eqx  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optax  # noqa: E402
-
-import mbjax  # noqa: E402
-from mbjax.simulation.manifold import configuration_rate  # noqa: E402
-
-QUICK = "--quick" in sys.argv
-OUT = next((a for a in sys.argv[1:] if not a.startswith("--")), "free_floating_planning.png")
 T = 10.0
 PHI0 = jnp.array([0.0, 0.6, 0.0, -1.2, 0.0, 0.6, 0.0])
 JOINTS = jnp.array([1, 2, 3])  # joints 2, 3 and 4 move
 HARMONICS = 2
 TARGET = jnp.array([0.0, 0.0, 0.05])  # target base rotation vector (rad): 2.9 deg of yaw
-STEPS = 50 if QUICK else 400  # RK4 steps of the planning model
-ITERATIONS = 120 if QUICK else 300
-TOL = 1e-8 if QUICK else 1e-11  # of the verifying simulation
 
 model = mbjax.load_bundled("space_robot")
 q_start = jnp.concatenate([jnp.array([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0]), PHI0])
@@ -75,8 +69,9 @@ def rates(q, t, a):
     return configuration_rate(model, q, mbjax.from_floating(model, qn, xd))
 
 
-def final_configuration(a):
-    dt = T / STEPS
+def final_configuration(a, steps):
+    """The configuration at T along the plan, from ``steps`` RK4 steps."""
+    dt = T / steps
 
     def rk4(q, i):
         t = i * dt
@@ -86,7 +81,7 @@ def final_configuration(a):
         k4 = rates(q + dt * k3, t + dt, a)
         return q + dt / 6 * (k1 + 2 * k2 + 2 * k3 + k4), None
 
-    q, _ = jax.lax.scan(rk4, q_start, jnp.arange(STEPS))
+    q, _ = jax.lax.scan(rk4, q_start, jnp.arange(steps))
     return mbjax.normalize(model, q)
 
 
@@ -96,17 +91,22 @@ def attitude_error(q):
     return mbjax.spatial.quat_log(mbjax.spatial.quat_multiply(mbjax.spatial.quat_conjugate(target), q[3:7]))
 
 
-def loss(a):
+def loss(a, steps):
     """The planning loss and, as auxiliary output, the planned final configuration."""
-    q = final_configuration(a)
+    q = final_configuration(a, steps)
     return jnp.sum(attitude_error(q) ** 2) + 1e-6 * jnp.sum(a**2), q
 
 
 # compiled once: the optimiser's steps, the planned configuration and the gradient check use it
-loss_and_grad = jax.jit(jax.value_and_grad(loss, has_aux=True))
+loss_and_grad = jax.jit(jax.value_and_grad(loss, has_aux=True), static_argnums=1)
 
 
 def main():
+    example = Example(__doc__, quick="50 RK4 and 120 Adam steps instead of 400 and 300, verified at tolerance 1e-8 "
+                                     "instead of 1e-11")
+    steps = 50 if example.quick else 400  # RK4 steps of the planning model
+    iterations = 120 if example.quick else 300
+    tol = 1e-8 if example.quick else 1e-11  # of the verifying simulation
     try:
         from tqdm import trange
     except ImportError:  # the progress bar is a nicety (pip install mbjax[plot])
@@ -124,41 +124,42 @@ def main():
         return optax.apply_updates(a, updates), state
 
     history = []
-    for _ in trange(ITERATIONS, desc="planning"):
-        (value, _), g = loss_and_grad(a)
+    for _ in trange(iterations, desc="planning"):
+        (value, _), g = loss_and_grad(a, steps)
         a, state = update(a, g, state)
         history.append(float(value))
-    (_, planned), g = loss_and_grad(a)
-    print(f"planning: loss {history[0]:.3e} -> {history[-1]:.3e} in {ITERATIONS} Adam steps; "
-          f"attitude error {float(jnp.linalg.norm(attitude_error(planned))):.2e} rad (planning model)")
+    (_, planned), g = loss_and_grad(a, steps)
+    planned_error = float(jnp.linalg.norm(attitude_error(planned)))
+    print(f"planning: loss {history[0]:.3e} -> {history[-1]:.3e} in {iterations} Adam steps; "
+          f"attitude error {planned_error:.2e} rad (planning model)")
 
     # gradient check: directional derivative against central differences
     direction = jax.random.normal(jax.random.PRNGKey(1), a.shape)
     exact = float(jnp.vdot(g, direction))
     h = 1e-5
-    fd = float((loss_and_grad(a + h * direction)[0][0] - loss_and_grad(a - h * direction)[0][0]) / (2 * h))
+    fd = float((loss_and_grad(a + h * direction, steps)[0][0] - loss_and_grad(a - h * direction, steps)[0][0])
+               / (2 * h))
+    gradient_error = abs(exact - fd) / max(abs(fd), 1e-300)
     print(f"gradient check: autodiff {exact:.8e}, central differences {fd:.8e}, "
-          f"relative difference {abs(exact - fd) / max(abs(fd), 1e-300):.1e}")
+          f"relative difference {gradient_error:.1e}")
 
     # independent check: full dynamics, joints driven by computed torque along the plan
     ts = jnp.linspace(0.0, T, 101)
     traj = mbjax.simulate(model, q_start, jnp.zeros(model.nv), 0.0, T,
                           tau=mbjax.FloatingComputedTorque(model, 100.0, 20.0, Planned(a)), method="momentum",
-                          solver=diffrax.Dopri8(), rtol=TOL, atol=TOL, saveat=ts, max_steps=200_000)
+                          solver=diffrax.Dopri8(), rtol=tol, atol=tol, saveat=ts, max_steps=200_000)
     err = float(jnp.linalg.norm(attitude_error(traj.q[-1])))
     arm = float(jnp.max(jnp.abs(traj.q[-1, 7:] - PHI0)))
     print(f"simulated: base attitude {err:.2e} rad from the target; arm back at its start to {arm:.1e} rad")
+    example.record(loss=[history[0], history[-1]], planned_attitude_error=planned_error,
+                   gradient_relative_error=gradient_error, simulated_attitude_error=err, arm_return_error=arm)
     assert err < 1e-3, "the plan does not reach the target attitude in simulation"
     assert abs(exact - fd) <= 1e-5 * abs(fd), "gradient does not match finite differences"
+    example.figure("free_floating_planning.png", lambda plt: figure(plt, history, ts, traj), dpi=100)
 
-    try:
-        import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot (pip install mbjax[plot])")
-        return
+def figure(plt, history, ts, traj):
+    """The loss, the planned joint motion and the base attitude, as simulated."""
     rel = jax.vmap(lambda q: mbjax.spatial.quat_log(q[3:7]))(traj.q)
     fig, ax = plt.subplots(1, 3, figsize=(14, 4))
     ax[0].semilogy(history)
@@ -172,9 +173,7 @@ def main():
         ax[2].axhline(np.degrees(TARGET[k]), color=f"C{k}", ls=":")
     ax[2].set(xlabel="t (s)", ylabel="base rotation (deg)", title="base attitude (dotted: target)")
     ax[2].legend()
-    fig.tight_layout()
-    fig.savefig(OUT, dpi=100)
-    print(f"saved {OUT}")
+    return fig
 
 
 if __name__ == "__main__":

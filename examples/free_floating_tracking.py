@@ -13,27 +13,23 @@ tool traces a 5 cm circle in 10 s while the base drifts and turns freely.
 Printed: the tracking error, and how well J* phid predicts the simulated end-effector
 velocity (the seed's claim, checked at every saved state).
 
-Run ``python examples/free_floating_tracking.py [--quick] [out.png]``.
+Run ``python examples/free_floating_tracking.py [--quick] [--out DIR]`` (``--quick``: 51 saved
+points instead of 201, tolerance 1e-8 instead of 1e-11). With matplotlib it saves a plot,
+``free_floating_tracking.png``.
 """
 
-import sys
+from _common import Example  # first: float64 before any JAX array exists
 
+import diffrax
+import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+import mbjax
 
-import diffrax  # noqa: E402
-import equinox as eqx  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-import mbjax  # noqa: E402
-
-QUICK = "--quick" in sys.argv
-OUT = next((a for a in sys.argv[1:] if not a.startswith("--")), "free_floating_tracking.png")
 T = 10.0
 RADIUS = 0.05
-TOL = 1e-8 if QUICK else 1e-11
 PHI0 = jnp.array([0.0, 0.6, 0.0, -1.2, 0.0, 0.6, 0.0])
 
 model = mbjax.load_bundled("space_robot")
@@ -67,9 +63,11 @@ class ResolvedRate(eqx.Module):
 
 
 def main():
-    ts = jnp.linspace(0.0, T, 51 if QUICK else 201)
+    example = Example(__doc__, quick="51 saved points instead of 201, tolerance 1e-8 instead of 1e-11")
+    ts = jnp.linspace(0.0, T, 51 if example.quick else 201)
+    tol = 1e-8 if example.quick else 1e-11
     traj = mbjax.simulate(model, q_start, jnp.zeros(model.nv), 0.0, T, tau=ResolvedRate(model), method="momentum",
-                          solver=diffrax.Dopri8(), rtol=TOL, atol=TOL, saveat=ts, max_steps=200_000)
+                          solver=diffrax.Dopri8(), rtol=tol, atol=tol, saveat=ts, max_steps=200_000)
 
     @jax.vmap
     def check(t, q, qd):
@@ -79,21 +77,20 @@ def main():
 
     err, v_sim, v_pred = (np.asarray(x) for x in check(traj.ts, traj.q, traj.qd))
     base = np.asarray(jax.vmap(lambda q: mbjax.spatial.quat_log(q[3:7]))(traj.q))
-    print(f"tracking: max |p_des - p| = {np.max(np.linalg.norm(err, axis=1)) * 1e3:.3f} mm over a {RADIUS * 100:.0f} cm circle")
-    print(f"base turned by up to {np.degrees(np.max(np.linalg.norm(base, axis=1))):.3f} deg")
-    gap = np.max(np.abs(v_pred - v_sim))
-    print(f"J* phid vs simulated end-effector velocity: max difference {gap:.2e} "
-          f"(velocity scale {np.max(np.abs(v_sim)):.2e})")
+    tracking = np.max(np.linalg.norm(err, axis=1))
+    base_turn = np.degrees(np.max(np.linalg.norm(base, axis=1)))
+    gap, scale = np.max(np.abs(v_pred - v_sim)), np.max(np.abs(v_sim))
+    print(f"tracking: max |p_des - p| = {tracking * 1e3:.3f} mm over a {RADIUS * 100:.0f} cm circle")
+    print(f"base turned by up to {base_turn:.3f} deg")
+    print(f"J* phid vs simulated end-effector velocity: max difference {gap:.2e} (velocity scale {scale:.2e})")
+    example.record(tracking_error=tracking, base_turn_deg=base_turn, velocity_prediction_error=gap,
+                   velocity_scale=scale)
     assert gap <= 1e-8, "the generalized Jacobian does not predict the end-effector velocity"
+    example.figure("free_floating_tracking.png", lambda plt: figure(plt, ts, err, base, v_pred - v_sim), dpi=100)
 
-    try:
-        import matplotlib
 
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
-        print("matplotlib is not installed: no plot (pip install mbjax[plot])")
-        return
+def figure(plt, ts, err, base, velocity_gap):
+    """The tool's path, the base's reaction, and the gap between J* phid and the simulation."""
     tsn = np.asarray(ts)
     fig, ax = plt.subplots(1, 3, figsize=(14, 4))
     des = np.asarray(jax.vmap(circle)(ts))
@@ -106,11 +103,9 @@ def main():
         ax[1].plot(tsn, np.degrees(base[:, k]), label=name)
     ax[1].set(xlabel="t (s)", ylabel="deg", title="base rotation (reaction)")
     ax[1].legend()
-    ax[2].semilogy(tsn, np.max(np.abs(v_pred - v_sim), axis=1) + 1e-18)
+    ax[2].semilogy(tsn, np.max(np.abs(velocity_gap), axis=1) + 1e-18)
     ax[2].set(xlabel="t (s)", title="|J* phid - v_ee| (simulated)")
-    fig.tight_layout()
-    fig.savefig(OUT, dpi=100)
-    print(f"saved {OUT}")
+    return fig
 
 
 if __name__ == "__main__":

@@ -13,26 +13,23 @@ while the bus attitude (Euler angles q4-q6) reacts.
 Printed: the bus's net rotation, the camera slew, and the largest relative drift of the
 momentum. Plotted (matplotlib): bus attitude, joint angles and momentum against time.
 
-Run ``python examples/kane_satellite.py [--quick] [out.png]`` (``--quick``: 10 s instead of
-60 s, for the test suite).
+Run ``python examples/kane_satellite.py [--quick] [--out DIR]`` (``--quick``: 10 s instead of
+60 s). With matplotlib it saves a plot, ``kane_satellite.png``.
 """
 
-import sys
 import time
 
+from _common import Example  # first: float64 before any JAX array exists
+
+import diffrax
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+from mbjax.kane import kane_dynamics, kane_momentum, satellite
 
-import diffrax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-from mbjax.kane import kane_dynamics, kane_momentum, satellite  # noqa: E402
-
-QUICK = "--quick" in sys.argv
-OUT = next((a for a in sys.argv[1:] if not a.startswith("--")), "kane_satellite.png")
-DURATION = 10.0 if QUICK else 60.0
+example = Example(__doc__, quick="10 s instead of 60 s")
+DURATION = 10.0 if example.quick else 60.0
 SLEW = 8.0  # duration of the slew (s)
 K_BOOM, C_BOOM = 40.0, 0.8  # boom joint stiffness (N m / rad) and damping (N m s / rad)
 TARGET = jnp.radians(jnp.array([90.0, 30.0]))  # clock (q7) and camera (q8) slew
@@ -86,32 +83,31 @@ drift_ang = np.abs(h[:, 3:] - h[0, 3:]).max() / np.abs(h[0, 3:]).max()
 print(f"camera turntable turned {np.degrees(q[-1, 6]):.1f} deg, camera tilted {np.degrees(q[-1, 7]):.1f} deg")
 print(f"bus attitude change (q4, q5, q6): {np.degrees(q[-1, 3:6] - q[0, 3:6]).round(3)} deg")
 print(f"momentum drift (relative): linear {drift_lin:.2e}, angular {drift_ang:.2e}")
+example.record(duration=DURATION, turntable_deg=np.degrees(q[-1, 6]), camera_tilt_deg=np.degrees(q[-1, 7]),
+               bus_attitude_change_deg=np.degrees(q[-1, 3:6] - q[0, 3:6]), linear_momentum_drift=drift_lin,
+               angular_momentum_drift=drift_ang)
 assert max(drift_lin, drift_ang) < 1e-9, "momentum should be conserved"
 
-try:
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    print("plot skipped: pip install matplotlib")
-    sys.exit(0)
-t = np.asarray(ts)
-fig, ax = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
-for k, name in zip((3, 4, 5), ("q4", "q5", "q6")):
-    ax[0].plot(t, np.degrees(q[:, k]), label=name)
-ax[0].set_ylabel("bus attitude (deg)")
-ax[0].set_title("Satellite (Sayers 1991, Table 2): bus reaction to a camera slew")
-for k, name in zip((6, 7, 8, 9), ("clock q7", "camera q8", "boom q9", "boom q10")):
-    ax[1].plot(t, np.degrees(q[:, k]), label=name)
-ax[1].set_ylabel("joint angle (deg)")
-for k, name in enumerate(("p_x", "p_y", "p_z", "H_x", "H_y", "H_z")):
-    ax[2].plot(t, h[:, k] - h[0, k], label=name)
-ax[2].set_ylabel("momentum - initial (SI)")
-ax[2].set_xlabel("t (s)")
-for a in ax:
-    a.legend(loc="upper right", fontsize=8)
-    a.grid(alpha=0.3)
-fig.tight_layout()
-fig.savefig(OUT, dpi=110)
-print(f"plot: {OUT}")
+def figure(plt):
+    """Bus attitude, joint angles and momentum against time."""
+    t = np.asarray(ts)
+    fig, ax = plt.subplots(3, 1, figsize=(8, 9), sharex=True)
+    for k, name in zip((3, 4, 5), ("q4", "q5", "q6")):
+        ax[0].plot(t, np.degrees(q[:, k]), label=name)
+    ax[0].set_ylabel("bus attitude (deg)")
+    ax[0].set_title("Satellite (Sayers 1991, Table 2): bus reaction to a camera slew")
+    for k, name in zip((6, 7, 8, 9), ("clock q7", "camera q8", "boom q9", "boom q10")):
+        ax[1].plot(t, np.degrees(q[:, k]), label=name)
+    ax[1].set_ylabel("joint angle (deg)")
+    for k, name in enumerate(("p_x", "p_y", "p_z", "H_x", "H_y", "H_z")):
+        ax[2].plot(t, h[:, k] - h[0, k], label=name)
+    ax[2].set_ylabel("momentum - initial (SI)")
+    ax[2].set_xlabel("t (s)")
+    for a in ax:
+        a.legend(loc="upper right", fontsize=8)
+        a.grid(alpha=0.3)
+    return fig
+
+
+example.figure("kane_satellite.png", figure, dpi=110)

@@ -11,28 +11,24 @@ the state back; alpha, beta come from ``critical(tau)``: critically damped, time
 The tree is Fig. 3a's: body 1 hangs from the world on a ball joint (Remark 3, fixed base),
 bodies 2 and 3 hang from it, bodies 4, 5 and 6 from body 2; ball, universal and pin joints.
 
-Run ``python examples/maximal_coordinates_drift.py [--quick] [out.png]``. With matplotlib it
-saves a plot (default ``maximal_coordinates_drift.png``); ``--quick`` integrates 1 s instead
-of 10 s.
+Run ``python examples/maximal_coordinates_drift.py [--quick] [--out DIR]`` (``--quick``: 1 s
+instead of 10 s). With matplotlib it saves a plot, ``maximal_coordinates_drift.png``.
 """
 
-import sys
 import time
 
+from _common import Example  # first: float64 before any JAX array exists
+
+import diffrax
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+import mbjax
+from mbjax.constraints.stabilization import critical
 
-import diffrax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-import mbjax  # noqa: E402
-from mbjax.constraints.stabilization import critical  # noqa: E402
-
-quick = "--quick" in sys.argv
-paths = [a for a in sys.argv[1:] if not a.startswith("--")]
-duration = 1.0 if quick else 10.0
+example = Example(__doc__, quick="1 s instead of 10 s")
+duration = 1.0 if example.quick else 10.0
 
 # Fig. 3a: arcs h1: b1 -> b2, h2: b1 -> b3, h3..h5: b2 -> b4, b5, b6; h0: world -> b1
 b = mbjax.ModelBuilder("mufti_fig3a")
@@ -79,16 +75,13 @@ for label, (a, bb) in {"no stabilisation": (0.0, 0.0), f"Baumgarte, alpha={alpha
     runs[label] = (np.asarray(ts), np.max(np.asarray(position), -1), np.max(np.asarray(velocity), -1))
     print(f"{label}: {duration:g} s in {time.perf_counter() - t0:.1f} s (compile included); at t = {duration:g} s "
           f"hinge separation {runs[label][1][-1]:.3e} m, locked-velocity residual {runs[label][2][-1]:.3e}")
+# at the end of each run, in the order printed
+example.record(duration=duration, runs=list(runs), hinge_separation=[pos[-1] for _, pos, _ in runs.values()],
+               locked_velocity_residual=[vel[-1] for _, _, vel in runs.values()])
 
-try:
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    print("matplotlib is not installed (`pip install matplotlib`): no plot")
-else:
-    out = paths[0] if paths else "maximal_coordinates_drift.png"
+def figure(plt):
+    """Hinge separation and locked-velocity residual against time, with and without Baumgarte."""
     fig, (ax1, ax2) = plt.subplots(2, 1, sharex=True, figsize=(7, 5.5))
     for label, (t, pos, vel) in runs.items():
         ax1.semilogy(t[1:], pos[1:], label=label)
@@ -98,6 +91,7 @@ else:
     ax2.set_xlabel("time [s]")
     ax1.legend()
     ax1.set_title("Mufti's 6-body tree in maximal coordinates (Tsit5, dt = 0.01 s)")
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    print(f"saved {out}")
+    return fig
+
+
+example.figure("maximal_coordinates_drift.png", figure)

@@ -27,33 +27,30 @@ Check: an independent re-simulation of the optimal torques (adaptive Dopri8 at r
 1e-12) must end within 1e-3 rad and 1e-3 rad/s of the goal and respect the speed limits.
 
 Run ``python examples/panda_point_to_point.py [--quick] [--float32] [--out DIR]`` (``--quick``: a
-0.3 rad move of every joint in 1 s with 5 knots, instead of a large move in 2 s with 9 knots;
+0.3 rad move of every joint in 1 s with 3 knots, instead of a large move in 2 s with 9 knots;
 ``--float32``: single precision, as JAX does by default: ``jax_enable_x64`` stays off, so the
 model and every computation are float32, and the solver's and the re-simulation's tolerances
-take their float32 defaults, 1.2e-4 and 1.2e-5 instead of 1e-8 and 1e-12).
+take their float32 defaults, 1.2e-4 and 1.2e-5 instead of 1e-8 and 1e-12). With matplotlib it
+saves a plot, ``panda_point_to_point.png`` (``panda_point_to_point_float32.png`` with
+``--float32``).
 """
 
-import argparse
 import re
 import time
-from pathlib import Path
 
+from _common import Example, convergence  # first: float64 (unless --float32) before any JAX array exists
+
+import diffrax
+import equinox as eqx
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--quick", action="store_true", help="a small move in 1 s with 5 knots")
-parser.add_argument("--float32", action="store_true", help="single precision (jax_enable_x64 left off)")
-parser.add_argument("--out", default=".", help="folder for the plot (default: the current folder)")
-args = parser.parse_args()
-jax.config.update("jax_enable_x64", not args.float32)  # before building the model: its arrays take the default float
+import mbjax
+from mbjax import trajopt
 
-import diffrax  # noqa: E402
-import equinox as eqx  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-import mbjax  # noqa: E402
-from mbjax import trajopt  # noqa: E402
+example = Example(__doc__, quick="a 0.3 rad move of every joint in 1 s with 3 knots and 2 segments, instead of a large "
+                                 "move in 2 s with 9 knots and 4 segments", float32=True)
 
 # lock the gripper: the fingers (prismatic joints) become part of the hand
 urdf = mbjax.example_robot_path("panda").read_text()
@@ -62,8 +59,8 @@ model = mbjax.load_urdf(urdf, mimic="independent")
 model = eqx.tree_at(lambda m: m.armature, model, jnp.full(model.nv, 0.1))
 
 Q_START = jnp.array([0.0, -0.6, 0.0, -2.2, 0.0, 1.6, 0.8])
-Q_GOAL = Q_START + 0.3 if args.quick else jnp.array([1.2, 0.2, -0.4, -1.6, 0.5, 1.9, 0.0])
-DURATION, KNOTS, SEGMENTS, SUBSTEPS = (1.0, 3, 2, 4) if args.quick else (2.0, 9, 4, 6)
+Q_GOAL = Q_START + 0.3 if example.quick else jnp.array([1.2, 0.2, -0.4, -1.6, 0.5, 1.9, 0.0])
+DURATION, KNOTS, SEGMENTS, SUBSTEPS = (1.0, 3, 2, 4) if example.quick else (2.0, 9, 4, 6)
 SPEED = 0.95 * model.velocity_limit  # the limit holds on the grid; keep a margin for between steps
 TOLERANCE = 1e-3  # rad and rad/s, of the independent re-simulation
 rest = jnp.zeros(model.nv)
@@ -117,14 +114,13 @@ print("peak torque / limit: " + ", ".join(f"{p:.1f}/{lim:.0f}" for p, lim in zip
 speed = np.max(np.abs(np.asarray(check.qd)), axis=0)
 print("peak speed (re-simulated) / limit: " + ", ".join(
     f"{v:.2f}/{lim:.2f}" for v, lim in zip(speed, np.asarray(model.velocity_limit))) + " rad/s")
+example.record(**convergence(solution), position_error=q_err, velocity_error=qd_err, peak_torque=peak,
+               torque_limit=limit, peak_speed=speed, speed_limit=model.velocity_limit)
 
 assert bool(solution.converged), "the optimiser did not converge"
 assert np.all(peak <= limit + float(solution.violation)), "torque limits violated"
 assert np.all(speed <= np.asarray(model.velocity_limit)), "speed limits violated"
 assert q_err <= TOLERANCE and qd_err <= TOLERANCE, "the re-simulation misses the goal"
-
-# the plot needs matplotlib (pip install mbjax[plot]); the checks above do not
-path = Path(args.out) / f"panda_point_to_point{'_float32' if args.float32 else ''}.png"
-solution.plot(problem, path, title=f"panda rest to rest in {DURATION} s: {int(solution.iterations)} steps, "
-                                   f"final error {max(q_err, qd_err):.1e}")
-print(f"saved {path}")
+example.figure("panda_point_to_point.png", dpi=100, draw=lambda plt: solution.plot(
+    problem, title=f"panda rest to rest in {DURATION} s: {int(solution.iterations)} steps, final error "
+                   f"{max(q_err, qd_err):.1e}"))

@@ -1,18 +1,22 @@
 """mbjax quick start: dynamics of the Franka Panda arm, jitted, batched and differentiated.
 
 Needs example-robot-data for the URDF (``pip install example-robot-data``, or mbjax's test
-extra ``pip install -e ".[test]"``). Run with ``python examples/quickstart.py``.
+extra ``pip install -e ".[test]"``).
+
+Run ``python examples/quickstart.py [--quick] [--out DIR]`` (``--quick`` changes nothing: the run
+is already quick).
 """
 
 import time
 
+from _common import Example  # first: float64 before any JAX array exists
+
 import jax
+import jax.numpy as jnp
 
-jax.config.update("jax_enable_x64", True)  # before building a model: its arrays take the default float
+import mbjax
 
-import jax.numpy as jnp  # noqa: E402
-
-import mbjax  # noqa: E402
+example = Example(__doc__, quick=None)
 
 # --- load a robot -------------------------------------------------------------------------
 model = mbjax.load_example_robot("panda")  # the fingers' mimic joint loads as an independent joint
@@ -30,9 +34,11 @@ tau = mbjax.rnea(model, q, qd, qdd)  # inverse dynamics: M(q) qdd + h(q, qd)
 M = mbjax.crba(model, q)  # joint-space mass matrix (nv, nv)
 qdd_back = mbjax.aba(model, q, qd, tau)  # forward dynamics recovers qdd
 print("tau =", tau)
-print("max |aba(rnea(qdd)) - qdd| =", float(jnp.max(jnp.abs(qdd_back - qdd))))
+round_trip = float(jnp.max(jnp.abs(qdd_back - qdd)))
+print("max |aba(rnea(qdd)) - qdd| =", round_trip)
 h = mbjax.nonlinear_effects(model, q, qd)
 print("max |M qdd + h - tau|      =", float(jnp.max(jnp.abs(M @ qdd + h - tau))))
+example.record(aba_rnea_round_trip=round_trip)
 
 # --- kinematics ---------------------------------------------------------------------------
 R, p = mbjax.frame_placement(model, q, "panda_hand_tcp")
@@ -52,6 +58,7 @@ batched_aba(model, qs, qds, taus).block_until_ready()  # compile
 t0 = time.perf_counter()
 qdds = batched_aba(model, qs, qds, taus).block_until_ready()
 print(f"batched aba: {batch} states in {1e3 * (time.perf_counter() - t0):.2f} ms -> {qdds.shape}")
+example.record(batched_aba_shape=qdds.shape)
 
 
 # --- grad: through the dynamics, with respect to the state and to the model ---------------

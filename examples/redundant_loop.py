@@ -6,29 +6,28 @@ Jacobian has rank 2 and the multipliers are not unique. The dense KKT solve refu
 clear error; the SVD solve (seed 000 Eq. A-7 ... A-12, minimum-norm multipliers) and the
 damped solve give the motion of the same linkage modelled with the two independent rows.
 
-Run ``python examples/redundant_loop.py [--quick] [out.png]`` (``--quick``: 1 s instead of 5 s).
+Run ``python examples/redundant_loop.py [--quick] [--out DIR]`` (``--quick``: 1 s instead of
+5 s). With matplotlib it saves a plot, ``redundant_loop.png``.
 """
 
-import sys
+from _common import Example  # first: float64 before any JAX array exists
 
+import diffrax
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+from mbjax import constraints as C
 
-import diffrax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-from mbjax import constraints as C  # noqa: E402
-
-args = [a for a in sys.argv[1:] if a != "--quick"]
-duration = 1.0 if "--quick" in sys.argv else 5.0
+example = Example(__doc__, quick="1 s instead of 5 s")
+duration = 1.0 if example.quick else 5.0
 model, planar = C.four_bar()
 _, redundant = C.four_bar(planar_closure=False)
 q0 = C.assemble(model, planar, jnp.array([1.0, -0.6, 1.8]))
 qd0 = jnp.zeros(model.nv)
 A = np.asarray(C.loop_jacobian(model, redundant, q0))
-print(f"{redundant}: Phi_q is {A.shape[0]} x {A.shape[1]} of rank {np.linalg.matrix_rank(A, tol=1e-10)}")
+rank = np.linalg.matrix_rank(A, tol=1e-10)
+print(f"{redundant}: Phi_q is {A.shape[0]} x {A.shape[1]} of rank {rank}")
 try:
     C.constrained_forward_dynamics(model, redundant, q0, qd0, qd0, method="kkt")
 except ValueError as e:
@@ -44,18 +43,14 @@ for label, closures, method in (("independent rows, kkt", planar, "kkt"),
         stepsize_controller=diffrax.PIDController(rtol=1e-11, atol=1e-11), max_steps=100_000))((q0, qd0))
     runs[label] = np.asarray(sol.ys[0])
 ref = runs["independent rows, kkt"]
-for label, qs in runs.items():
-    print(f"{label:>22}: max |q - q_independent| = {np.max(np.abs(qs - ref)):.2e} rad")
+difference = {label: np.max(np.abs(qs - ref)) for label, qs in runs.items()}
+for label in runs:
+    print(f"{label:>22}: max |q - q_independent| = {difference[label]:.2e} rad")
+example.record(duration=duration, jacobian_shape=A.shape, jacobian_rank=rank, difference_from_independent=difference)
 
-try:
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    print("matplotlib is not installed (`pip install matplotlib`): no plot")
-else:
-    out = args[0] if args else "redundant_loop.png"
+def figure(plt):
+    """Joint angles, and how far the redundant solves are from the independent one."""
     fig, (ax1, ax2) = plt.subplots(2, 1, sharex=True, figsize=(7, 5.5))
     for i, name in enumerate(("crank", "coupler (relative)", "rocker")):
         ax1.plot(ts, ref[:, i], label=name)
@@ -66,6 +61,7 @@ else:
     ax2.set_ylabel("max |q - q_independent| [rad]")
     ax2.set_xlabel("time [s]")
     ax2.legend()
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    print(f"saved {out}")
+    return fig
+
+
+example.figure("redundant_loop.png", figure)

@@ -6,23 +6,21 @@ joint pins the rod's tip to the slider. The loop forces come out of
 (``ConstrainedDynamics.wrench``). The slider position is checked against the exact
 kinematics of the mechanism, ``x = r cos(theta) + sqrt(l^2 - r^2 sin(theta)^2)``.
 
-Run ``python examples/slider_crank.py [--quick] [out.png]`` (``--quick``: 1 s instead of 4 s).
+Run ``python examples/slider_crank.py [--quick] [--out DIR]`` (``--quick``: 1 s instead of 4 s).
+With matplotlib it saves a plot, ``slider_crank.png``.
 """
 
-import sys
+from _common import Example  # first: float64 before any JAX array exists
 
+import diffrax
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+from mbjax import constraints as C
 
-import diffrax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-from mbjax import constraints as C  # noqa: E402
-
-args = [a for a in sys.argv[1:] if a != "--quick"]
-duration = 1.0 if "--quick" in sys.argv else 4.0
+example = Example(__doc__, quick="1 s instead of 4 s")
+duration = 1.0 if example.quick else 4.0
 r, l = 0.3, 1.0
 model, closures = C.slider_crank(crank=r, rod=l)
 q0 = C.assemble(model, closures, jnp.array([0.3, -0.3, 1.2]))
@@ -40,18 +38,15 @@ exact = r * np.cos(theta) + np.sqrt(l**2 - (r * np.sin(theta)) ** 2)
 force = np.linalg.norm(np.asarray(result.wrench[:, 0, :3]), axis=-1)
 print(model, closures, sep="\n")
 print(f"{int(sol.stats['num_steps'])} steps; crank turned {theta[-1] - theta[0]:.2f} rad in {duration:g} s")
-print(f"slider position vs exact kinematics: max error {np.max(np.abs(x - exact)):.2e} m")
-print(f"loop residual: max {np.max(np.abs(np.asarray(result.residual))):.2e} m; pin force up to {force.max():.2f} N")
+kinematics_error, residual = np.max(np.abs(x - exact)), np.max(np.abs(np.asarray(result.residual)))
+print(f"slider position vs exact kinematics: max error {kinematics_error:.2e} m")
+print(f"loop residual: max {residual:.2e} m; pin force up to {force.max():.2f} N")
+example.record(duration=duration, crank_turn=theta[-1] - theta[0], kinematics_error=kinematics_error,
+               max_residual=residual, max_pin_force=force.max())
 
-try:
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    print("matplotlib is not installed (`pip install matplotlib`): no plot")
-else:
-    out = args[0] if args else "slider_crank.png"
+def figure(plt):
+    """Slider position and crank angle, and the force in the wrist pin."""
     fig, (ax1, ax2) = plt.subplots(2, 1, sharex=True, figsize=(7, 5.5))
     ax1.plot(ts, x, label="slider x [m]")
     ax1.plot(ts, theta, label="crank angle [rad]")
@@ -59,6 +54,7 @@ else:
     ax2.plot(ts, force)
     ax2.set_ylabel("wrist-pin force [N]")
     ax2.set_xlabel("time [s]")
-    fig.tight_layout()
-    fig.savefig(out, dpi=120)
-    print(f"saved {out}")
+    return fig
+
+
+example.figure("slider_crank.png", figure)

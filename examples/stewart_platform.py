@@ -7,27 +7,28 @@ chain is at a kinematic (serial) singularity and the platform's vertical acceler
 (the paper reports 0.76, 1.32 and 1.72 s). The run uses Huang's stepper (39 unknown
 reactions) and, beside it, the dense KKT multiplier solve with a semi-implicit Euler step.
 
-Run ``python examples/stewart_platform.py [--quick] [out.png]`` (``--quick``: 0.3 s).
+Run ``python examples/stewart_platform.py [--quick] [--out DIR]`` (``--quick``: 0.3 s instead of
+2 s). With matplotlib it saves a plot, ``stewart_platform.png``.
 """
 
-import sys
+from _common import Example  # first: float64 before any JAX array exists
 
 import jax
+import jax.numpy as jnp
+import numpy as np
 
-jax.config.update("jax_enable_x64", True)
+import mbjax
+from mbjax.constraints import STEWART_PRINTED
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-
-import mbjax  # noqa: E402
-from mbjax.constraints import STEWART_PRINTED  # noqa: E402
-
-args = [a for a in sys.argv[1:] if a != "--quick"]
-T = 0.3 if "--quick" in sys.argv else 2.0
+example = Example(__doc__, quick="0.3 s instead of 2 s")
+T = 0.3 if example.quick else 2.0
 model, closures, q0, tau = mbjax.stewart_platform()
 qd0, tau = jnp.zeros(model.nv), jnp.asarray(tau)
-print(f"{model.nbodies} bodies, nq = {model.nq}, {mbjax.constraints.huang_joints(model, closures).nrows} unknown "
-      f"reactions; printed pose: max |Phi| = {np.abs(np.asarray(mbjax.loop_residual(model, closures, q0))).max():.1e}")
+reactions = mbjax.constraints.huang_joints(model, closures).nrows
+printed_residual = np.abs(np.asarray(mbjax.loop_residual(model, closures, q0))).max()
+print(f"{model.nbodies} bodies, nq = {model.nq}, {reactions} unknown reactions; printed pose: max |Phi| = "
+      f"{printed_residual:.1e}")
+example.record(duration=T, unknown_reactions=reactions, printed_pose_residual=printed_residual)
 
 
 def platform_heave(q, qd):
@@ -51,7 +52,7 @@ def collinear(qs):
     return np.asarray(jax.vmap(per_state)(qs))
 
 
-runs = {}
+runs, outcomes = {}, {}
 steps = int(round(T / 5e-4))  # every run takes as many steps (one compiled rollout per method), kept up to T
 for label, method, dt in (("huang, dt = 0.0005", "huang", 5e-4), ("huang, dt = 0.002 (paper)", "huang", 2e-3),
                           ("kkt, dt = 0.0005", "kkt", 5e-4)):
@@ -59,7 +60,8 @@ for label, method, dt in (("huang, dt = 0.0005", "huang", 5e-4), ("huang, dt = 0
         traj, _ = mbjax.rollout(model, closures, q0, qd0, tau, jnp.asarray(dt), steps, method=method)
         traj.q.block_until_ready()
     except Exception as e:  # the KKT solve reports a rank-deficient Phi_q
-        print(f"{label}: stopped: {str(e).splitlines()[0]}")
+        outcomes[label] = {"stopped": str(e).splitlines()[0]}
+        print(f"{label}: stopped: {outcomes[label]['stopped']}")
         continue
     n = int(round(T / dt)) + 1  # states up to T
     res = np.abs(np.asarray(traj.residual)).max(1)[:n]
@@ -67,24 +69,23 @@ for label, method, dt in (("huang, dt = 0.0005", "huang", 5e-4), ("huang, dt = 0
     end = int(np.argmax(bad)) if bad.any() else len(res)
     z, vz = platform_heave(traj.q, traj.qd)  # of every state: one compilation for all runs
     runs[label] = (np.asarray(traj.ts)[:end], z[:end], vz[:end], collinear(traj.q)[:end], res[:end])
-    print(f"{label}: {'ran ' + str(T) + ' s' if end == len(res) else f'diverged at t = {traj.ts[end]:.3f} s'}, "
+    completed = end == len(res)
+    outcomes[label] = {"completed": completed, "end": T if completed else float(traj.ts[end]),
+                       "max_residual": res[:end].max()}
+    print(f"{label}: {'ran ' + str(T) + ' s' if completed else f'diverged at t = {traj.ts[end]:.3f} s'}, "
           f"max |Phi| = {res[:end].max():.2e} m, crank rates at the end {np.asarray(traj.qd[end - 1, :6:2]).round(1)} rad/s")
+example.record(runs=outcomes)
 
-ts, z, vz, sines, res = runs["huang, dt = 0.0005"]
-az = np.gradient(vz, ts)
+ts, _, _, sines, _ = runs["huang, dt = 0.0005"]
 events = [float(ts[k]) for i in range(3) for k in np.nonzero(np.diff(np.sign(np.diff(sines[:, i]))) > 0)[0] + 1
           if sines[k, i] < 0.05]
 print(f"collinear crank and leg (serial singularities) at t = {[round(e, 3) for e in sorted(events)]} s "
       f"(the paper reports kinks at 0.76, 1.32, 1.72 s)")
+example.record(serial_singularities=sorted(events))
 
-try:
-    import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-except ImportError:
-    print("matplotlib is not installed (`pip install matplotlib`): no plot")
-else:
+def figure(plt):
+    """Platform height and vertical acceleration, crank-leg angles and loop residual."""
     fig, axes = plt.subplots(4, 1, sharex=True, figsize=(8, 10))
     for label, (t, z_, vz_, s_, r_) in runs.items():
         axes[0].plot(t, z_, label=label)
@@ -101,7 +102,7 @@ else:
     axes[3].set_xlabel("t (s)")
     for ax in axes:
         ax.legend(fontsize=7)
-    fig.tight_layout()
-    out = args[0] if args else "stewart_platform.png"
-    fig.savefig(out)
-    print(f"saved {out}")
+    return fig
+
+
+example.figure("stewart_platform.png", figure, dpi=100)

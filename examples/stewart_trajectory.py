@@ -32,37 +32,28 @@ manifold difference) and all final velocities must be within 1e-3 (m, rad, m/s, 
 goal, and the loop residual |Phi(q(t))| is reported along the whole re-simulated motion.
 
 Run ``python examples/stewart_trajectory.py [--quick] [--out DIR]`` (``--quick``: a smaller,
-shorter move with fewer knots).
+shorter move with fewer knots). With matplotlib it saves a plot, ``stewart_trajectory.png``.
 """
 
-import argparse
-import os
 import time
-from pathlib import Path
 
-# the solves here are small (21 x 21): OpenBLAS's worker threads only add wake-up latency, which
-# on a busy machine costs ~8 ms per call in the optimiser's batched Jacobians (set before numpy loads)
-os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+# first: float64 before any JAX array exists, and OpenBLAS on one thread (the solves here are
+# small, 21 x 21: worker threads only add wake-up latency, ~8 ms per call on a busy machine)
+from _common import Example, convergence
 
-import jax  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
 
-jax.config.update("jax_enable_x64", True)
+import mbjax
+from mbjax import trajopt
+from mbjax.constraints import LoopClosureBuilder, LoopClosures
 
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optimistix as optx  # noqa: E402
-
-import mbjax  # noqa: E402
-from mbjax import trajopt  # noqa: E402
-from mbjax.constraints import LoopClosureBuilder, LoopClosures  # noqa: E402
-
-parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-parser.add_argument("--quick", action="store_true", help="a smaller, shorter move with fewer knots")
-parser.add_argument("--out", default=".", help="folder for the plot (default: the current folder)")
-args = parser.parse_args()
-
-RAISE, TILT = (0.02, np.radians(2.0)) if args.quick else (0.04, np.radians(3.0))  # m, rad
-DURATION, KNOTS, SUBSTEPS = (0.3, 6, 4) if args.quick else (0.5, 11, 4)
+example = Example(__doc__, quick="raise 2 cm and tilt 2 degrees in 0.3 s with 6 knots, instead of 4 cm and 3 degrees "
+                                 "in 0.5 s with 11")
+RAISE, TILT = (0.02, np.radians(2.0)) if example.quick else (0.04, np.radians(3.0))  # m, rad
+DURATION, KNOTS, SUBSTEPS = (0.3, 6, 4) if example.quick else (0.5, 11, 4)
 TOLERANCE = 1e-3  # m, rad, m/s, rad/s in the re-simulation
 EFFORT_WEIGHT = 1e-2  # the objective is EFFORT_WEIGHT * integral |tau|^2 dt
 MOTORS = ["motor1", "motor2", "motor3"]
@@ -137,16 +128,16 @@ print(f"independent re-simulation (Dopri8, rtol = atol = 1e-12, {resimulation_wa
       f"loop residual max |Phi(t)| = {residual:.2e} m along the motion")
 end = np.asarray(check.q[-1, PLATFORM_Q])
 tilt = np.degrees(np.linalg.norm(np.asarray(mbjax.spatial.quat_log(end[3:]))))
+peak = np.abs(np.asarray(solution.u)).max(0)
 print(f"platform height {end[2]:.4f} m (start {float(q0[PLATFORM_Q][2]):.4f} m), turned {tilt:.2f} deg; peak "
-      f"motor torques {np.round(np.abs(np.asarray(solution.u)).max(0), 3).tolist()} N m")
+      f"motor torques {np.round(peak, 3).tolist()} N m")
+example.record(**convergence(solution), effort=float(solution.cost) / EFFORT_WEIGHT, pose_error=pose_error,
+               motor_error=motor_error, velocity_error=qd_error, max_loop_residual=residual,
+               platform_height=end[2], tilt_deg=tilt, peak_torque=peak)
 
 assert bool(solution.converged), "the optimiser did not converge"
 assert pose_error <= TOLERANCE and qd_error <= TOLERANCE, "the re-simulation misses the goal"
 assert residual <= 1e-6, "the loops opened"
-
-# the plot needs matplotlib (pip install mbjax[plot]); the checks above do not
-path = Path(args.out) / "stewart_trajectory.png"
-solution.plot(problem, path, title=f"Stewart platform raised {RAISE * 100:.0f} cm, tilted {np.degrees(TILT):.0f} "
-                                   f"deg: {int(solution.iterations)} iterations, re-simulated pose error "
-                                   f"{pose_error:.1e}")
-print(f"saved {path}")
+example.figure("stewart_trajectory.png", dpi=100, draw=lambda plt: solution.plot(
+    problem, title=f"Stewart platform raised {RAISE * 100:.0f} cm, tilted {np.degrees(TILT):.0f} deg: "
+                   f"{int(solution.iterations)} iterations, re-simulated pose error {pose_error:.1e}"))

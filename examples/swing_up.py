@@ -15,27 +15,25 @@ coarse steps ends far from upright when simulated accurately. The solve therefor
 The result is accepted only after an independent re-simulation of the optimal torques with
 adaptive Dopri8 at rtol = atol = 1e-12 ends within 1e-3 rad and 1e-3 rad/s of upright at rest.
 
-Run ``python examples/swing_up.py [--quick] [out.png]``; ``--quick`` swings up a single
-pendulum instead (same pipeline, seconds instead of minutes).
+Run ``python examples/swing_up.py [--quick] [--out DIR]`` (``--quick``: swings up a single
+pendulum instead, same pipeline, seconds instead of minutes). With matplotlib it saves a plot,
+``swing_up.png``.
 """
 
-import sys
 import time
 
+from _common import Example, convergence  # first: float64 before any JAX array exists
+
+import diffrax
 import jax
+import jax.numpy as jnp
+import numpy as np
+import optimistix as optx
 
-jax.config.update("jax_enable_x64", True)
+import mbjax
+from mbjax import trajopt
 
-import diffrax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
-import optimistix as optx  # noqa: E402
-
-import mbjax  # noqa: E402
-from mbjax import trajopt  # noqa: E402
-
-args = [a for a in sys.argv[1:] if a != "--quick"]
-QUICK = "--quick" in sys.argv
+example = Example(__doc__, quick="a single pendulum instead of the double one (one coarse guess, 8 fine steps)")
 TOLERANCE = 1e-3  # rad and rad/s at the horizon, in the re-simulation
 
 
@@ -48,7 +46,7 @@ def pendulum():
 
 
 model, limit, duration, knots, segments, restarts, fine_steps = (
-    (pendulum(), 3.0, 3.0, 11, 5, 1, 8) if QUICK
+    (pendulum(), 3.0, 3.0, 11, 5, 1, 8) if example.quick
     else (mbjax.load_bundled("acrobot"), 10.0, 3.0, 11, 5, 4, 16))
 upright = jnp.zeros(model.nq).at[0].set(jnp.pi)
 rest = jnp.zeros(model.nv)
@@ -88,16 +86,15 @@ print(f"2. fine ({fine_steps} Dopri8 steps per interval): {t2 - t1:.1f} s; {solu
 check = solution.resimulate(fine)  # adaptive Dopri8, rtol = atol = 1e-12
 position = np.abs(np.asarray(mbjax.difference(model, upright, check.q[-1]))).max()
 velocity = np.abs(np.asarray(check.qd[-1])).max()
+peak = np.abs(np.asarray(solution.u)).max()
 print(f"re-simulated (adaptive Dopri8, tol 1e-12): |q(T) - upright| = {position:.2e} rad, |qd(T)| = "
-      f"{velocity:.2e} rad/s; peak torque {np.abs(np.asarray(solution.u)).max():.3f} N m; "
-      f"total {t2 - t0:.1f} s")
+      f"{velocity:.2e} rad/s; peak torque {peak:.3f} N m; total {t2 - t0:.1f} s")
 coarse_end = best.resimulate(coarse).q[-1]
-print(f"   (the coarse solution, re-simulated, ends "
-      f"{np.abs(np.asarray(mbjax.difference(model, upright, coarse_end))).max():.2e} rad from upright)")
+coarse_error = np.abs(np.asarray(mbjax.difference(model, upright, coarse_end))).max()
+print(f"   (the coarse solution, re-simulated, ends {coarse_error:.2e} rad from upright)")
+example.record(model=model.name, **convergence(solution), position_error=position, velocity_error=velocity,
+               peak_torque=peak, torque_limit=limit, coarse_position_error=coarse_error)
 assert position <= TOLERANCE and velocity <= TOLERANCE, (position, velocity)
-assert np.abs(np.asarray(solution.u)).max() <= limit + 1e-6
-
-if args:
-    solution.plot(fine, args[0], title=f"{model.name} swing-up: re-simulated end error {position:.1e} rad, "
-                                       f"{velocity:.1e} rad/s")
-    print(f"saved {args[0]}")
+assert peak <= limit + 1e-6
+example.figure("swing_up.png", dpi=100, draw=lambda plt: solution.plot(
+    fine, title=f"{model.name} swing-up: re-simulated end error {position:.1e} rad, {velocity:.1e} rad/s"))
