@@ -1,6 +1,7 @@
 """What every example shares: precision, command line, figures and a JSON summary of results.
 
-Each example imports this module before anything else::
+Each example imports this module before anything else (``python examples/X.py`` puts the
+script's folder first on ``sys.path``, so it is found there)::
 
     from _common import Example
 
