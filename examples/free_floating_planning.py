@@ -31,7 +31,6 @@ import numpy as np
 import optax
 
 import mbjax
-from mbjax.simulation.manifold import configuration_rate
 
 T = 10.0
 PHI0 = jnp.array([0.0, 0.6, 0.0, -1.2, 0.0, 0.6, 0.0])
@@ -66,7 +65,7 @@ def rates(q, t, a):
     phid = Planned(a)(t)[1]
     qn = mbjax.normalize(model, q)  # RK4's stages leave the unit sphere by O(dt^5)
     xd = jnp.concatenate([mbjax.base_velocity(model, qn, phid), phid])
-    return configuration_rate(model, q, mbjax.from_floating(model, qn, xd))
+    return mbjax.configuration_rate(model, q, mbjax.from_floating(model, qn, xd))
 
 
 def final_configuration(a, steps):
