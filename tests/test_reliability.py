@@ -336,26 +336,49 @@ def _acrobot_problem():
                                                   trajopt.TorqueLimits(-12.0, 12.0)])
 
 
+#: run in a fresh process with x64 off: toggling ``jax.enable_x64`` inside a process leaves
+#: traces behind that a later float64 program in the same process fails to lower with
+#: (a float32 constant in a float64 broadcast; seen with tests/test_trajopt.py after this)
+FLOAT32_TRAJOPT = """
+import sys
+import jax
+import jax.numpy as jnp
+import numpy as np
+sys.path.insert(0, sys.argv[1])
+from test_reliability import _acrobot_problem
+from mbjax import trajopt
+from mbjax.checks import default_tolerance
+
+assert not jax.config.jax_enable_x64
+problem = _acrobot_problem()
+guess = 5.0 * jax.random.uniform(jax.random.PRNGKey(7), (5, 2), minval=-1, maxval=1)
+solution = trajopt.solve(problem, guess, progress=False)
+check = solution.resimulate(problem)
+feasible = default_tolerance(jnp.float32, 1e-8, 1000)  # 1.2e-4
+assert problem.model.dtype == solution.u.dtype == check.q.dtype == jnp.float32
+assert bool(solution.converged) and float(solution.violation) <= feasible, solution.summary()
+assert int(check.stats["num_steps"]) < 1000
+# the terminal state is feasible to 1.2e-4; the re-simulation adds float32 rounding, ~1e-5
+# over this short motion (6e-5 rad and 5e-5 rad/s seen; float64: 5e-7, 2e-6)
+error = np.abs(np.concatenate([np.asarray(check.q[-1]) - [0.8, -0.5], np.asarray(check.qd[-1])]))
+assert error.max() <= 2 * feasible, error
+print("FLOAT32 OK")
+"""
+
+
 def test_float32_trajectory_optimisation_with_default_settings():
     """float32 as JAX runs it by default (x64 off): the float64 defaults (feasible to 1e-8,
     re-simulation at rtol = atol = 1e-12) never converged, and the re-simulation crawled to
     max_steps (minutes); they now follow the dtype."""
-    from mbjax import trajopt
-    from mbjax.checks import default_tolerance
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
 
-    with jax.enable_x64(False):
-        problem = _acrobot_problem()
-        guess = 5.0 * jax.random.uniform(jax.random.PRNGKey(7), (5, 2), minval=-1, maxval=1)
-        solution = trajopt.solve(problem, guess, progress=False)
-        check = solution.resimulate(problem)
-    feasible = default_tolerance(jnp.float32, 1e-8, 1000)  # 1.2e-4
-    assert problem.model.dtype == solution.u.dtype == check.q.dtype == jnp.float32
-    assert bool(solution.converged) and float(solution.violation) <= feasible, solution.summary()
-    assert int(check.stats["num_steps"]) < 1000
-    # the terminal state is feasible to 1.2e-4; the re-simulation adds float32 rounding, ~1e-5
-    # over this short motion (6e-5 rad and 5e-5 rad/s seen; float64: 5e-7, 2e-6)
-    error = np.abs(np.concatenate([np.asarray(check.q[-1]) - [0.8, -0.5], np.asarray(check.qd[-1])]))
-    assert error.max() <= 2 * feasible, error
+    env = {k: v for k, v in os.environ.items() if k != "JAX_ENABLE_X64"}
+    out = subprocess.run([sys.executable, "-c", FLOAT32_TRAJOPT, str(Path(__file__).parent)], env=env,
+                         capture_output=True, text=True, timeout=900)
+    assert out.returncode == 0 and "FLOAT32 OK" in out.stdout, out.stdout[-2000:] + out.stderr[-4000:]
 
 
 def test_float32_trajectory_problem_with_x64_on():
