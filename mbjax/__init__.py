@@ -27,10 +27,11 @@ from .dynamics.derivatives import aba_derivatives, rnea_derivatives
 from .dynamics.rnea import rnea
 from . import formulations, kane
 from .kane import BuildingBlockJoint, KaneBuilder, KaneSystem, kane_dynamics, kane_kinetic_energy, kane_momentum
+from .dynamics.protocol import Dynamics
+from .methods import as_dynamics, forward_dynamics
 from .dynamics.terms import (
     center_of_mass_jacobian,
     centroidal_momentum_matrix,
-    forward_dynamics,
     generalized_gravity,
     kinetic_energy,
     momentum,
@@ -102,7 +103,7 @@ __version__ = "0.1.0"
 __all__ = [
     "JOINT_TYPES", "Model", "URDFError", "load_urdf", "ModelBuilder", "Topology", "aba", "aba_derivatives", "rnea_derivatives", "body_velocities", "center_of_mass",
     "center_of_mass_jacobian", "centroidal_momentum_matrix", "bundled_model_path", "check_inertia", "crba", "difference", "example_robot_path", "load_bundled", "load_example_robot",
-    "forward_dynamics", "from_pinocchio_configuration", "to_pinocchio_configuration", "forward_kinematics", "frame_jacobian", "frame_jacobian_time_variation",
+    "Dynamics", "as_dynamics", "forward_dynamics", "from_pinocchio_configuration", "to_pinocchio_configuration", "forward_kinematics", "frame_jacobian", "frame_jacobian_time_variation",
     "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "incidence_matrix",
     "integrate", "kinetic_energy", "momentum", "neutral", "nonlinear_effects", "normalize", "path_matrix",
     "potential_energy", "random_configuration", "regular_labeling", "rnea", "spatial",

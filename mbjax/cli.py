@@ -27,7 +27,7 @@ import time
 
 DEFAULT_MODEL = "double_pendulum"
 PLOT_HINT = 'install it with `pip install matplotlib` (or `pip install -e ".[plot]"` in a clone of mbjax)'
-#: the methods of mbjax.forward_dynamics (mbjax.dynamics.terms.METHODS, not imported: `--help` runs without jax)
+#: the methods of mbjax.forward_dynamics (mbjax.methods.METHODS, not imported: `--help` runs without jax)
 METHODS = ("aba", "crba", "momentum", "kane", "kkt", "sparse_kkt", "schur", "barycentric")
 #: most fixed steps one `mbjax demo` run may take
 MAX_DEMO_STEPS = 10_000_000

@@ -91,14 +91,16 @@ def test_hook_is_part_of_the_trajectory_problem_and_bad_input():
     with pytest.raises(Exception, match="rank-deficient"):
         eqx.filter_jit(hook)(model, q, qd, jnp.zeros(3)).block_until_ready()
     eqx.filter_jit(problem.method)(model, q, qd, jnp.zeros(3)).block_until_ready()
-    assert isinstance(trajopt.TrajectoryProblem(model, jnp.zeros(3), jnp.zeros(3), 1.0, 3, costs=[trajopt.Effort()],
-                                                method="crba").method, mbjax.simulation.ForwardDynamics)
+    by_name = trajopt.TrajectoryProblem(model, jnp.zeros(3), jnp.zeros(3), 1.0, 3, costs=[trajopt.Effort()],
+                                        method="crba").method
+    assert isinstance(by_name, mbjax.methods.CRBA) and not by_name.checked
 
     def plain(model, q, qd, tau):
         return mbjax.forward_dynamics(model, q, qd, tau)
 
-    assert trajopt.TrajectoryProblem(model, jnp.zeros(3), jnp.zeros(3), 1.0, 3, costs=[trajopt.Effort()],
-                                     method=plain).method is plain
+    wrapped = trajopt.TrajectoryProblem(model, jnp.zeros(3), jnp.zeros(3), 1.0, 3, costs=[trajopt.Effort()],
+                                        method=plain).method
+    assert wrapped.fn is plain and not wrapped.checked
     with pytest.raises(TypeError, match="LoopClosureBuilder"):
         mbjax.ClosedChainDynamics(model)
     with pytest.raises(ValueError, match="unknown constrained-dynamics method"):

@@ -163,7 +163,7 @@ def test_cli_refuses_bad_options_at_parse_time(argv, match, capsys):
 
 def test_cli_methods_are_forward_dynamics_methods(capsys):
     from mbjax import cli
-    from mbjax.dynamics.terms import METHODS
+    from mbjax.methods import METHODS
 
     assert set(cli.METHODS) == set(METHODS)
     # a method that does not apply to the model: its message, exit 1, no traceback

@@ -21,6 +21,7 @@ import numpy as np
 
 from ..checks import check_external_forces, check_nonnegative, check_state
 from ..dynamics.crba import mass_matrix_from
+from ..dynamics.protocol import Dynamics
 from ..dynamics.rnea import rnea_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
@@ -117,18 +118,19 @@ def constrained_forward_dynamics(
     return constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha, beta, rcond, damping)
 
 
-class ClosedChainDynamics(eqx.Module):
-    """The closed chain's forward dynamics as a dynamics hook: ``dynamics(model, q, qd, tau)
-    -> qdd`` by :func:`constrained_forward_dynamics`, for :func:`mbjax.simulate` and
+class ClosedChainDynamics(Dynamics):
+    """The closed chain's forward dynamics in the dynamics protocol (:class:`mbjax.Dynamics`):
+    ``dynamics(model, q, qd, tau, f_ext=None) -> qdd`` by :func:`constrained_forward_dynamics`,
+    for :func:`mbjax.forward_dynamics`, :func:`mbjax.simulate` and
     :class:`mbjax.trajopt.TrajectoryProblem` (``method=ClosedChainDynamics(closures, ...)``).
 
     **Fields:** ``closures`` (a :class:`LoopClosures`, differentiated and batched like the
     model); the options of :func:`constrained_forward_dynamics`: ``method`` (static),
     ``alpha``, ``beta`` (Baumgarte; ``mbjax.constraints.critical(time_constant)`` gives a
-    critically damped pair), ``rcond``, ``damping``; ``checked`` (static): raise when Phi_q
-    loses rank (kkt, schur, nullspace), or let the non-finite or huge accelerations of a
-    singular configuration through, for an optimiser's trial steps
-    (:class:`mbjax.trajopt.TrajectoryProblem` turns the check off).
+    critically damped pair), ``rcond``, ``damping``; ``checked`` (static, keyword): check the
+    inputs and raise when Phi_q loses rank (kkt, schur, nullspace), or let the non-finite or
+    huge accelerations of a singular configuration through, for an optimiser's trial steps
+    (:class:`mbjax.trajopt.TrajectoryProblem` turns the checks off).
 
     Example::
 
@@ -146,7 +148,6 @@ class ClosedChainDynamics(eqx.Module):
     beta: float | jax.Array = 0.0
     rcond: float = 1e-10
     damping: float = 1e-12
-    checked: bool = eqx.field(default=True, static=True)
 
     def __check_init__(self):
         if not isinstance(self.closures, LoopClosures):
@@ -155,8 +156,8 @@ class ClosedChainDynamics(eqx.Module):
         if self.method not in METHODS:
             raise ValueError(f"unknown constrained-dynamics method {self.method!r}; use one of {METHODS}")
 
-    def __call__(self, model: Model, q, qd, tau, f_ext=None):
-        """Joint accelerations qdd (nv,) at the (normalised) state, without input checks."""
+    def forward(self, model: Model, q, qd, tau, f_ext):
+        """Joint accelerations qdd (nv,), without input checks (the rank check is ``checked``'s)."""
         check_closures(model, self.closures)
         return constrained_dynamics_from(model, self.closures, q, qd, tau, f_ext, self.method, self.alpha,
                                          self.beta, self.rcond, self.damping, self.checked).qdd

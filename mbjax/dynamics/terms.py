@@ -1,6 +1,7 @@
 """Terms of the equations of motion M(q) qdd + h(q, qd) = tau: bias and gravity torques,
 energies, momenta (about the world origin and the centre of mass) and the centroidal
-momentum matrix, plus forward dynamics by either algorithm."""
+momentum matrix, and the Jacobian of the centre of mass (forward dynamics by name:
+:mod:`mbjax.methods`)."""
 
 from __future__ import annotations
 
@@ -9,21 +10,12 @@ import equinox as eqx
 import jax.numpy as jnp
 
 from .. import spatial
-from ..checks import check_accelerations, check_external_forces, check_state
-from ..formulations.free_floating import check_free_floating, momentum_forward_dynamics_from
+from ..checks import check_state
 from ..kinematics import body_velocities_from, center_of_mass_from, tree_kinematics
 from ..model.model import Model
-from ..formulations.dynamics import METHODS as MAXIMAL_METHODS
-from ..formulations.dynamics import forward_dynamics_maximal
-from ..kane.models import kane_forward_dynamics_from
-from .aba import aba_from
-from .bodies import external_forces_or_zero, world_inertias
-from .crba import crba_fast, momentum_matrix_from
+from .bodies import world_inertias
+from .crba import momentum_matrix_from
 from .rnea import rnea_fast
-
-
-#: the methods of :func:`forward_dynamics`
-METHODS = ("aba", "crba", "momentum", "kane") + MAXIMAL_METHODS
 
 
 @jax.jit
@@ -39,44 +31,6 @@ def generalized_gravity(model: Model, q):
     q = check_state(model, q)
     z = jnp.zeros(model.nv, q.dtype)
     return rnea_fast(model, q, z, z)
-
-
-@eqx.filter_jit
-def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
-    """Joint accelerations (nv,).
-
-    ``method="aba"``: articulated-body algorithm, O(n). ``method="crba"``: mass matrix by CRBA,
-    bias by RNEA, then a Cholesky solve, O(n^3) but with fewer sequential steps.
-    ``method="momentum"`` (free-floating models): the momentum form of seed 001, Eq. (39), with
-    the base eliminated by its Schur complement (see ``mbjax.formulations.free_floating``).
-    ``method="kkt" | "sparse_kkt" | "schur" | "barycentric"``: Mufti's maximal-coordinate
-    formulations (``mbjax.formulations``; no armature).
-    ``method="kane"``: Kane's method with Sayers' building-block joints and speeds (seed 002,
-    ``mbjax.kane``), mapped back to the model's velocity coordinates.
-    """
-    q, qd, tau = check_state(model, q, qd=qd, tau=tau)
-    return check_accelerations(forward_dynamics_from(model, q, qd, tau, check_external_forces(model, f_ext), method))
-
-
-def forward_dynamics_from(model: Model, q, qd, tau, f_ext=None, method: str = "aba"):
-    """:func:`forward_dynamics` without input checks, for use inside other algorithms (e.g.
-    trajectory optimisation, whose trial steps may diverge to non-finite states)."""
-    wrenches = None if f_ext is None else external_forces_or_zero(model, f_ext, tau.dtype)
-    if method == "aba":
-        return aba_from(model, q, qd, tau, wrenches)
-    if method == "crba":
-        M = crba_fast(model, q)
-        h = rnea_fast(model, q, qd, jnp.zeros_like(qd), wrenches)
-        return jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), tau - h)
-    tk = tree_kinematics(model, q)
-    if method == "momentum":
-        check_free_floating(model)
-        return momentum_forward_dynamics_from(model, tk, q, qd, tau, f_ext)
-    if method in MAXIMAL_METHODS:
-        return forward_dynamics_maximal(model, q, qd, tau, f_ext, method)
-    if method == "kane":
-        return kane_forward_dynamics_from(model, q, qd, tau, external_forces_or_zero(model, f_ext, tau.dtype))
-    raise ValueError(f"unknown method {method!r}; use one of {METHODS}")
 
 
 @jax.jit

@@ -6,10 +6,9 @@ from .controllers import PD, ComputedTorque, FeedForward, PathReference, Setpoin
 from .events import JointLimitEvent, joint_limit_event
 from .simulate import DivergenceError, simulate
 from .trajectory import Trajectory
-from .vector_field import ForwardDynamics
 
 __all__ = [
-    "DivergenceError", "PD", "ComputedTorque", "FeedForward", "ForwardDynamics", "JointLimitEvent", "PathReference", "Setpoint",
+    "DivergenceError", "PD", "ComputedTorque", "FeedForward", "JointLimitEvent", "PathReference", "Setpoint",
     "Trajectory", "batch_mesh", "configuration_rate", "joint_limit_event", "shard_batch", "simulate",
     "simulate_batch",
 ]

@@ -12,7 +12,8 @@ from ..checks import check_nonnegative, check_state, default_tolerance
 from ..configuration import normalize
 from ..model.model import Model
 from .trajectory import Trajectory, diagnose
-from .vector_field import as_dynamics, vector_field
+from ..methods import as_dynamics
+from .vector_field import vector_field
 
 #: saved times when ``saveat`` is not given
 DEFAULT_SAVES = 201
@@ -111,9 +112,9 @@ def simulate(
       ``tau(t, q, qd)`` such as :class:`PD`, :class:`ComputedTorque`, :class:`FeedForward`
       (pytrees: their parameters are differentiable and can be batched). The model's joint
       springs and dampers (:func:`mbjax.passive_forces`, e.g. from MJCF) are added to it.
-    - ``method``: the formulation, a :func:`mbjax.forward_dynamics` method name (``"aba"``,
-      ``"crba"``) or a callable ``dynamics(model, q, qd, tau) -> qdd`` (see
-      :mod:`mbjax.simulation.vector_field`).
+    - ``method``: the formulation: a :func:`mbjax.forward_dynamics` method name (``"aba"``,
+      ``"crba"``, ...), an :class:`mbjax.Dynamics` (e.g. :class:`mbjax.ClosedChainDynamics`)
+      or a plain function ``dynamics(model, q, qd, tau) -> qdd`` (:mod:`mbjax.methods`).
     - ``f_ext``: external wrenches (nbodies, 6) in body axes, constant or ``f(t, q, qd)``.
     - ``solver``: any diffrax solver (default ``diffrax.Tsit5()``; ``Dopri8`` for tight
       tolerances; implicit solvers such as ``Kvaerno5`` for stiff controllers).

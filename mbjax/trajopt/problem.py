@@ -3,7 +3,6 @@ torques, costs and constraints, and the fixed-step integration used to simulate 
 
 from __future__ import annotations
 
-import dataclasses
 
 import diffrax
 import equinox as eqx
@@ -12,11 +11,11 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..checks import check_state
-from ..constraints.dynamics import ClosedChainDynamics
 from ..model.model import Model
 from ..configuration import normalize
 from ..simulation.trajectory import Trajectory
-from ..simulation.vector_field import ForwardDynamics, vector_field
+from ..methods import as_dynamics
+from ..simulation.vector_field import vector_field
 from .controls import KnotControls
 from .terms import Rollout, Term, Limits
 
@@ -36,10 +35,10 @@ class TrajectoryProblem(eqx.Module):
     - ``interpolation``: ``"linear"`` or ``"cubic"`` between knots.
     - ``substeps``: fixed integration steps per knot interval; ``solver``: an explicit diffrax
       solver (default ``Tsit5``, 5th order); ``method``: the forward-dynamics method of
-      :func:`mbjax.simulate`, or a dynamics hook such as
-      ``mbjax.ClosedChainDynamics(closures, alpha=..., beta=...)`` for a closed chain (its
-      arrays are part of the problem's pytree). Method names and these two hooks run without
-      their runtime checks: the optimiser's trial steps may diverge or cross a singular
+      :func:`mbjax.simulate` (a name, an :class:`mbjax.Dynamics` such as
+      ``mbjax.ClosedChainDynamics(closures, alpha=..., beta=...)`` for a closed chain, whose
+      arrays are part of the problem's pytree, or a plain function). It runs without its
+      runtime checks (:meth:`mbjax.Dynamics.unchecked`): the optimiser's trial steps may diverge or cross a singular
       configuration, and their non-finite states must reach it (which rejects the step).
       Fixed steps that end on the knots keep the solver's order across the kinks of linear
       interpolation and make the objective a smooth function of ``u``; check the result with
@@ -79,11 +78,7 @@ class TrajectoryProblem(eqx.Module):
         self.solver = diffrax.Tsit5() if solver is None else solver
         # trial steps of the optimiser may diverge: their NaN states must reach it (which then
         # rejects the step), not raise
-        if isinstance(method, str):
-            method = ForwardDynamics(method)
-        if isinstance(method, (ForwardDynamics, ClosedChainDynamics)):
-            method = dataclasses.replace(method, checked=False)
-        self.method = method
+        self.method = as_dynamics(method).unchecked()
 
     def forward_mode(self) -> "TrajectoryProblem":
         """This problem with its simulation differentiable in forward mode (``jax.jvp``,
