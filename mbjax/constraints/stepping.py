@@ -22,7 +22,6 @@ as :func:`~mbjax.simulate` does.
 
 from __future__ import annotations
 
-from typing import Callable
 
 import equinox as eqx
 import jax
