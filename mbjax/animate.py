@@ -16,6 +16,7 @@ import numpy as np
 
 from .kinematics import forward_kinematics, frame_placements
 from .model.model import Model
+from .progress import Progress
 
 _NEEDS_MPL = 'animate needs matplotlib: install it with `pip install matplotlib` (or `pip install "mbjax[plot]"`)'
 
@@ -141,19 +142,10 @@ def animate(model: Model, ts, qs, path, fps: int = 30, speed: float = 1.0, max_f
         label.set_text(f"{name}   t = {times[k]:.2f} s")
         return []
 
-    bar = None
-    if progress:
-        try:
-            from tqdm import tqdm
-
-            bar = tqdm(total=n, unit="frame", desc="animating", leave=False)
-        except ImportError:
-            pass
     anim = animation.FuncAnimation(fig, draw, frames=n, blit=False)
-    try:
-        anim.save(path, writer=writer, dpi=dpi, progress_callback=(lambda i, total: bar.update(1)) if bar else None)
-    finally:
-        plt.close(fig)
-        if bar is not None:
-            bar.close()
+    with Progress(n, "animating", "frames", progress) as bar:
+        try:
+            anim.save(path, writer=writer, dpi=dpi, progress_callback=lambda i, total: bar.update(1))
+        finally:
+            plt.close(fig)
     return path

@@ -25,6 +25,8 @@ import os
 import sys
 import time
 
+from .progress import Progress
+
 DEFAULT_MODEL = "double_pendulum"
 PLOT_HINT = 'install it with `pip install matplotlib` (or `pip install -e ".[plot]"` in a clone of mbjax)'
 #: the methods of mbjax.forward_dynamics (mbjax.methods.METHODS, not imported: `--help` runs without jax)
@@ -261,46 +263,6 @@ def make_chunk(model, dt: float, steps: int, stride: int, records: int, damping:
     return chunk
 
 
-class _Progress:
-    """tqdm when installed, else plain lines on stderr (one rewritten line on a terminal)."""
-
-    def __init__(self, total: int, enabled: bool):
-        self.total, self.done, self.enabled = total, 0, enabled
-        self.tty = sys.stderr.isatty()
-        self.bar = None
-        self.last_pct = 0
-        if enabled:
-            try:
-                from tqdm import tqdm
-
-                self.bar = tqdm(total=total, unit="step", desc="simulating", file=sys.stderr, leave=False)
-            except ImportError:
-                pass
-
-    def update(self, n: int):
-        n = min(n, self.total - self.done)
-        self.done += n
-        if not self.enabled or n <= 0:
-            return
-        if self.bar is not None:
-            self.bar.update(n)
-            return
-        pct = int(100 * self.done / self.total)
-        if self.tty:
-            sys.stderr.write(f"\r  simulating: {pct:3d}% ({self.done}/{self.total} steps)")
-            sys.stderr.flush()
-        elif pct // 25 > self.last_pct // 25:
-            print(f"  simulating: {pct:3d}% ({self.done}/{self.total} steps)", file=sys.stderr, flush=True)
-        self.last_pct = pct
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
-        elif self.enabled and self.tty:
-            sys.stderr.write("\r" + " " * 60 + "\r")
-            sys.stderr.flush()
-
-
 def simulate(model, q0, qd0, duration: float, dt: float, damping: float = 0.0, max_records: int = 2000,
              progress: bool = True):
     """Simulate ``duration`` seconds of passive motion from (q0, qd0).
@@ -328,7 +290,7 @@ def simulate(model, q0, qd0, duration: float, dt: float, damping: float = 0.0, m
     compiled = jax.jit(chunk).lower(model, state, jnp.asarray(0)).compile()
     t_compile = time.perf_counter() - t0
 
-    bar = _Progress(steps, progress)
+    bar = Progress(steps, "simulating", "steps", progress)
     recs = []
     t0 = time.perf_counter()
     try:

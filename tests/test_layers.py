@@ -2,7 +2,8 @@
 
 Layers, lowest first (a module may import its own layer and those below):
 
-0. ``spatial``, ``linalg``, ``checks``, ``plotting``: algebra, input checks, figures
+0. ``spatial``, ``linalg``, ``checks``, ``plotting``, ``progress``: algebra, input checks, figures,
+   progress bars
 1. ``model``: topology, joint types, the Model pytree, builders and file loaders, tree traversals
 2. ``configuration``, ``kinematics``, ``robots``
 3. ``dynamics``: the recursive algorithms (rnea, aba, crba, derivatives) and energy terms
@@ -24,7 +25,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mbjax"
 
 LAYERS = (
-    ("mbjax.spatial", "mbjax.linalg", "mbjax.checks", "mbjax.plotting"),
+    ("mbjax.spatial", "mbjax.linalg", "mbjax.checks", "mbjax.plotting", "mbjax.progress"),
     ("mbjax.model",),
     ("mbjax.configuration", "mbjax.kinematics", "mbjax.robots"),
     ("mbjax.dynamics",),

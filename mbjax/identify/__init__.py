@@ -23,7 +23,7 @@ from .log_cholesky import (
     parameters_from_pseudo_inertia,
     pseudo_inertia,
 )
-from .optimize import Minimization, ProgressBar, minimize
+from .optimize import Minimization, minimize
 from .output_error import OutputErrorFit, output_error, simulation_residuals
 from .parameters import (
     INERTIAL_NAMES,
@@ -39,7 +39,7 @@ from .regressor import regressor, stacked_regressor
 
 __all__ = [
     "BaseParameters", "ConsistentFit", "DynamicParameters", "FourierTrajectory", "INERTIAL_NAMES",
-    "LeastSquaresFit", "Minimization", "ParameterLayout", "ProgressBar", "base_parameters", "base_regressor_over",
+    "LeastSquaresFit", "Minimization", "ParameterLayout", "base_parameters", "base_regressor_over",
     "condition_number", "dynamic_parameters", "entropic_divergence", "inertia_from_parameters",
     "inertial_parameters", "is_physically_consistent", "least_squares", "log_cholesky_from_parameters",
     "minimize", "nearest_consistent", "optimize_excitation", "output_error", "parameters_from_log_cholesky",

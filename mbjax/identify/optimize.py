@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from typing import NamedTuple
 
 import equinox as eqx
@@ -11,40 +10,14 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
+from ..progress import Progress
+
 
 class Minimization(NamedTuple):
     """The result of :func:`minimize`: the parameters and the loss at every iteration."""
 
     params: object
     losses: np.ndarray
-
-
-class ProgressBar:
-    """tqdm when installed, else one plain line per quarter of the run (on stderr)."""
-
-    def __init__(self, total: int, desc: str, enabled: bool = True):
-        self.total, self.desc, self.enabled, self.done, self.bar = total, desc, enabled, 0, None
-        if enabled:
-            try:
-                from tqdm.auto import tqdm
-
-                self.bar = tqdm(total=total, desc=desc, file=sys.stderr, leave=False)
-            except ImportError:
-                pass
-
-    def update(self, n: int, loss: float):
-        before, self.done = self.done, self.done + n
-        if not self.enabled:
-            return
-        if self.bar is not None:
-            self.bar.set_postfix(loss=f"{loss:.4g}", refresh=False)
-            self.bar.update(n)
-        elif 4 * self.done // self.total > 4 * before // self.total:
-            print(f"  {self.desc}: {self.done}/{self.total} iterations, loss {loss:.6g}", file=sys.stderr, flush=True)
-
-    def close(self):
-        if self.bar is not None:
-            self.bar.close()
 
 
 #: the default optimizer: one instance, so that jitted loops are reused from call to call
@@ -79,7 +52,7 @@ def minimize(loss, params, optimizer: optax.GradientTransformation | None = None
     # strong types throughout: weakly typed leaves would change type after the first chunk
     # and compile the loop a second time
     params, state = _strongly_typed((params, optimizer.init(params)))
-    losses, bar = [], ProgressBar(steps, desc, progress)
+    losses, bar = [], Progress(steps, desc, "iterations", progress)
     try:
         while len(losses) < steps:
             limit = min(chunk, steps - len(losses))
@@ -91,7 +64,7 @@ def minimize(loss, params, optimizer: optax.GradientTransformation | None = None
                 break  # keep the last finite iterate
             params, state = new_params, new_state
             losses.extend(values)
-            bar.update(int(k), float(values[-1]))
+            bar.update(int(k), f"loss {float(values[-1]):.6g}")
             if bool(done):
                 break
     finally:

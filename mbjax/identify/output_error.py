@@ -29,7 +29,7 @@ from jax.flatten_util import ravel_pytree
 from ..configuration import difference
 from ..model.model import Model
 from ..simulation.batching import simulate_batch
-from .optimize import ProgressBar
+from ..progress import Progress
 
 
 class OutputErrorFit(NamedTuple):
@@ -87,7 +87,7 @@ def levenberg_marquardt(fn, x, steps: int, tol: float, progress: bool):
     x = np.asarray(x)
     A, g = J.T @ J, J.T @ r
     mu, nu = 1e-3 * np.max(np.diag(A)), 2.0
-    bar, taken = ProgressBar(steps, "output-error fit", progress), 0
+    bar, taken = Progress(steps, "output-error fit", "iterations", progress), 0
     try:
         for taken in range(steps + 1):
             if taken == steps or np.max(np.abs(g)) <= tol:
@@ -104,7 +104,7 @@ def levenberg_marquardt(fn, x, steps: int, tol: float, progress: bool):
                 mu, nu = mu * max(1 / 3, 1 - (2 * rho - 1) ** 3), 2.0
             else:
                 mu, nu = mu * nu, 2 * nu
-            bar.update(1, float(r @ r / len(r)))
+            bar.update(1, f"loss {float(r @ r / len(r)):.6g}")
     finally:
         bar.close()
     return x, float(r @ r / len(r)), taken

@@ -29,6 +29,7 @@ import optax
 import optimistix as optx
 
 from ..checks import default_tolerance
+from ..progress import Progress
 from .lagrangian import AugmentedLagrangian, Multipliers, violation
 from .problem import TrajectoryProblem
 from .shooting import SingleShooting
@@ -109,18 +110,6 @@ _PROGRAMS = {
 }
 
 
-def _progress(iterations: int, progress: bool):
-    """An iterator over the outer iterations with a tqdm bar (plain lines without tqdm)."""
-    if not progress:
-        return range(iterations), lambda it, text: None
-    try:
-        from tqdm import tqdm
-    except ImportError:
-        return range(iterations), lambda it, text: print(f"trajopt {text}", flush=True)
-    bar = tqdm(range(iterations), desc="trajopt", leave=False)
-    return bar, lambda it, text: bar.set_postfix_str(text)
-
-
 def _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress, batched) -> Solution:
     if not isinstance(problem, TrajectoryProblem):
         raise TypeError(f"problem must be a TrajectoryProblem; got {type(problem).__name__}")
@@ -143,16 +132,14 @@ def _optimise(problem, z, transcription, optimiser, constraints, inner_steps, pr
     init, outer_step, rollout = _PROGRAMS[batched]
     state = init(problem, transcription, optimiser, method, z)
     history = np.full((method.iterations, 2, *state.cost.shape), np.nan)
-    outer, report = _progress(method.iterations, progress)
-    for k in outer:
-        state = outer_step(problem, transcription, optimiser, method, int(inner_steps), state)
-        history[k] = np.asarray(state.cost), np.asarray(state.violation)
-        report(k, f"{k + 1}: cost {history[k, 0].min():.6g}, violation {history[k, 1].min():.2e}, "
-                  f"{int(np.sum(state.done))}/{np.size(state.done)} converged")
-        if bool(jnp.all(state.done)):
-            break
-    if hasattr(outer, "close"):
-        outer.close()
+    with Progress(method.iterations, "trajopt", "outer iterations", progress) as bar:
+        for k in range(method.iterations):
+            state = outer_step(problem, transcription, optimiser, method, int(inner_steps), state)
+            history[k] = np.asarray(state.cost), np.asarray(state.violation)
+            bar.update(1, f"cost {history[k, 0].min():.6g}, violation {history[k, 1].min():.2e}, "
+                          f"{int(np.sum(state.done))}/{np.size(state.done)} converged")
+            if bool(jnp.all(state.done)):
+                break
     result = rollout(problem, transcription, state.z)
     return Solution(state.z, result.u, result.trajectory, state.cost, state.violation, state.done,
                     state.iterations, state.outer_iterations, jnp.asarray(np.moveaxis(history, (0, 1), (-2, -1))))
