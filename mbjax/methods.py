@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from .dynamics.aba import aba_from
+from .dynamics.bodies import external_forces_or_zero
 from .dynamics.crba import crba_fast
 from .dynamics.protocol import Dynamics
 from .dynamics.rnea import rnea_fast
@@ -70,8 +71,7 @@ class Kane(Dynamics):
     back to the model's velocity coordinates."""
 
     def forward(self, model, q, qd, tau, f_ext):
-        return kane_forward_dynamics_from(model, q, qd, tau, jnp.zeros((model.nbodies, 6), tau.dtype)
-                                          if f_ext is None else f_ext)
+        return kane_forward_dynamics_from(model, q, qd, tau, external_forces_or_zero(model, f_ext, tau.dtype))
 
 
 class Function(Dynamics):

@@ -244,6 +244,8 @@ def test_free_floating_examples(launched):
     summary = _summary(launched, "free_floating_tracking", "free_floating_tracking.png")
     assert summary["velocity_prediction_error"] <= 1e-8
     summary = _summary(launched, "free_floating_planning", "free_floating_planning.png")
+    # an optimisation result, not a numerical tolerance: the planner's cost trades the base
+    # attitude against the arm's effort, and --quick runs few optax steps (1.8e-4 rad seen)
     assert summary["simulated_attitude_error"] < 1e-3
 
 

@@ -99,7 +99,7 @@ def space_robot():
     return mbjax.load_bundled("space_robot")
 
 
-@pytest.mark.skipif(not HAS_PIN, reason="needs pinocchio")
+@pytest.mark.skipif(not HAS_PIN, reason="Pinocchio (pip install pin, in the test extra) is the reference")
 def test_space_robot_against_pinocchio(space_robot):
     """Eq. (24) equals Pinocchio's CRBA mapped to (V_0, w_0, phid); P and L_g equal
     Pinocchio's centroidal momentum; L (world) and L_0 (base CoM) follow Eq. (17)."""
