@@ -1,5 +1,5 @@
 #!/usr/bin/env python
-"""Is Kane's method with building-block joints efficient? (Sayers 1991, seed 002.)
+"""Is Kane's method with building-block joints efficient? (Sayers 1991)
 
 The satellite of Table 2 (``mbjax.kane.satellite()``, 10 DOF, 5 bodies) is evaluated by:
 

@@ -4,7 +4,7 @@ Crank and rocker of equal length, coupler as long as the ground link: whenever t
 angle is a multiple of pi all links are collinear and the linkage can continue as a
 parallelogram or fold into an anti-parallelogram (a change point). There the constraint
 Jacobian Phi_q drops from rank 2 to rank 1 and the Lagrange-multiplier equations (KKT,
-seed 000 Eq. 73) are singular; seed 003 calls this the deficiency of the multiplier method.
+Mufti 1983 Eq. 73) are singular; Huang et al. 2000 calls this the deficiency of the multiplier method.
 
 Without gravity, a parallelogram started with crank speed w keeps it: theta(t) = w t exactly
 (its kinetic energy (I_crank + I_rocker + m_coupler l_crank^2) w^2 / 2 does not depend on
@@ -13,7 +13,7 @@ theta). The dense KKT solve reports the rank problem at the change point. The SV
 direction as a constraint and divides by its tiny singular value: the motion leaves the
 parallelogram by about 0.7 rad. With rcond = 1e-3 it drops that direction near the change
 point (Baumgarte stabilisation pulls the drift back) and follows theta = w t to ~1e-9; the
-damped solve does so with its default damping. The singularity-free stepper of seed 003
+damped solve does so with its default damping. The singularity-free stepper of Huang et al. 2000
 will join this comparison when it exists.
 
 Run ``python examples/four_bar_singular.py [--quick] [--out DIR]`` (``--quick``: 1.7 s instead

@@ -1,6 +1,6 @@
 """A satellite's arm moves its joints around a closed loop, and the satellite ends up turned.
 
-Seed 001's non-holonomic effect: with no external force the momentum is conserved, and with
+Wilde et al.'s non-holonomic effect: with no external force the momentum is conserved, and with
 zero momentum the base attitude obeys w_0 = -[H_0^-1 H_0m]_w phid (Eq. 21). That constraint is
 not integrable, so a joint path that returns the arm exactly to its start leaves the base at
 a different attitude. The linear part is integrable: the system's centre of mass stays put.

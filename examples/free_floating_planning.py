@@ -1,6 +1,6 @@
 """Plan a joint motion that turns a satellite to a target attitude and brings the arm back.
 
-With zero momentum the base turns at w_0 = -[H_0^-1 H_0m]_w phid (seed 001, Eq. 21), so the
+With zero momentum the base turns at w_0 = -[H_0^-1 H_0m]_w phid (Wilde et al. 2018, Eq. 21), so the
 attitude after a closed joint path depends on the path (a non-holonomic system). Here the path
 is optimised by gradient descent (optax) through that reduced kinematics:
 

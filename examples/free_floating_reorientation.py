@@ -3,7 +3,7 @@
 The bundled ``space_robot`` (150 kg bus on a free joint, 7-joint arm, zero gravity) starts at
 rest and must end at rest with its bus pitched by ANGLE about the y axis. Nothing acts on the
 bus: only the arm joints are actuated (``actuated=`` the seven arm joints), so the system's
-momentum stays zero and the bus turns by reaction to the arm (seed 001, Eq. 21). The arm may end
+momentum stays zero and the bus turns by reaction to the arm (Wilde et al. 2018, Eq. 21). The arm may end
 anywhere. mbjax.trajopt finds the arm torques (linear between K knots, within the 50 N m
 limits) that minimise the effort integral of |tau(t)|^2 subject to
 

@@ -1,7 +1,7 @@
 """Resolved-rate control of a satellite's end effector through the generalized Jacobian.
 
 On a free-floating robot the end-effector velocity is not J_m phid: the base reacts. With the
-momentum conserved, seed 001's Eq. (5) and (21) give ``v_ee = J* phid + drift`` with
+momentum conserved, Wilde et al.'s Eq. (5) and (21) give ``v_ee = J* phid + drift`` with
 Yoshida's generalized Jacobian J* = J_m - J_s H_0^-1 H_0m (``drift`` = J_s H_0^-1 (P, L_0), zero
 for zero momentum). A resolved-rate controller commands the joint rates
 

@@ -1,4 +1,4 @@
-"""Huang et al.'s planar double pendulum (seed 003, Fig. 8) with the singularity-free stepper.
+"""Huang et al.'s planar double pendulum (2000, Fig. 8) with the singularity-free stepper.
 
 The pendulum starts at rest with both links along one line (theta1 = theta2, the paper's
 "known kinematic singularity"). The stepper's error against a Dopri8 reference at 1e-12

@@ -1,4 +1,4 @@
-"""Sayers' satellite (seed 002, Table 2) slews its camera; the bus turns the other way.
+"""Sayers' satellite (1991, Table 2) slews its camera; the bus turns the other way.
 
 The satellite of ``mbjax.kane.satellite()`` (bus, clock, camera, massless body E and a
 flexible boom, no gravity) is simulated with Kane's equations in the paper's own variables:

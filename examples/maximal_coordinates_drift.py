@@ -25,7 +25,7 @@ import jax.numpy as jnp
 import numpy as np
 
 import mbjax
-from mbjax.constraints.stabilization import critical
+from mbjax.constraints import critical
 
 example = Example(__doc__, quick="1 s instead of 10 s")
 duration = 1.0 if example.quick else 10.0

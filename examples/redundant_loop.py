@@ -3,7 +3,7 @@
 In space a revolute cut joint removes five relative motions, but in a planar linkage three of
 them (out-of-plane translation and tilts) hold by construction: the 5 x 3 constraint
 Jacobian has rank 2 and the multipliers are not unique. The dense KKT solve refuses it with a
-clear error; the SVD solve (seed 000 Eq. A-7 ... A-12, minimum-norm multipliers) and the
+clear error; the SVD solve (Mufti 1983 Eq. A-7 ... A-12, minimum-norm multipliers) and the
 damped solve give the motion of the same linkage modelled with the two independent rows.
 
 Run ``python examples/redundant_loop.py [--quick] [--out DIR]`` (``--quick``: 1 s instead of

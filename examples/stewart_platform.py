@@ -1,4 +1,4 @@
-"""Huang et al.'s 3-leg Stewart platform (seed 003, Fig. 10) with the singularity-free stepper.
+"""Huang et al.'s 3-leg Stewart platform (2000, Fig. 10) with the singularity-free stepper.
 
 The printed data are repaired as :mod:`mbjax.constraints.huang_models` documents (J7/J8
 positions swapped, motor axes parallel to the knee axes); the printed pose closes every loop.

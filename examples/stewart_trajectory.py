@@ -1,6 +1,6 @@
 """Minimum-effort motion of Huang's 3-leg Stewart platform, rest to rest, by mbjax.trajopt.
 
-**The mechanism.** ``mbjax.stewart_platform()`` (seed 003, Fig. 10, as repaired in
+**The mechanism.** ``mbjax.stewart_platform()`` (Huang et al. 2000, Fig. 10, as repaired in
 :mod:`mbjax.constraints.huang_models`): three motors ``motor1..3`` at the ground turn the
 cranks, knees join cranks and legs, and the 10 kg platform hangs on a free joint; three cut
 ball joints close the loops (9 constraint rows on 12 velocity coordinates: 3 degrees of

@@ -79,7 +79,8 @@ from .model.joints import JOINT_TYPES
 from .model.model import Model
 from .model.topology import Topology, incidence_matrix, path_matrix, regular_labeling
 from .model.actuators import ActuatorControl, Actuators, load_mjcf_actuators
-from .model.mjcf import MJCFError, load_mjcf, load_mjcf_with_closures
+from .model.mjcf import MJCFError, load_mjcf
+from .constraints import load_mjcf_with_closures
 from .model.urdf import URDFError, load_urdf
 from .robots import bundled_model_path, example_robot_path, load_bundled, load_example_robot
 from . import identify, plotting, simulation, trajopt
@@ -109,7 +110,7 @@ __all__ = [
     "potential_energy", "random_configuration", "regular_labeling", "rnea", "spatial",
     "ActuatorControl", "Actuators", "MJCFError", "animate", "load_mjcf", "load_mjcf_actuators", "load_mjcf_with_closures", "passive_forces", "from_mujoco_velocity", "to_mujoco_velocity",
     "from_mujoco_acceleration", "to_mujoco_acceleration", "from_mujoco_force", "to_mujoco_force",
-    # free-floating robots (seed 001)
+    # free-floating robots (Wilde et al. 2018)
     "FloatingInertia", "GeneralizedJacobian", "base_velocity", "floating_forward_dynamics", "floating_inertia",
     "floating_inverse_dynamics", "floating_jacobians", "floating_momentum", "from_floating",
     "generalized_jacobian", "reaction_null_space", "to_floating", "FloatingComputedTorque",
@@ -121,9 +122,9 @@ __all__ = [
     "constraints", "ConstrainedDynamics", "LoopClosureBuilder", "LoopClosures", "assemble",
     "constrained_forward_dynamics", "constrained_vector_field", "loop_jacobian", "loop_kinematics",
     "loop_residual", "project", "project_velocity", "ClosedChainDynamics",
-    # Kane's method with building-block joints (seed 002, mbjax.kane)
+    # Kane's method with building-block joints (Sayers 1991, mbjax.kane)
     "kane", "BuildingBlockJoint", "KaneBuilder", "KaneSystem", "kane_dynamics", "kane_kinetic_energy", "kane_momentum",
-    # Huang's singularity-free stepper (seed 003)
+    # Huang's singularity-free stepper (Huang et al. 2000)
     "StepResult", "huang_double_pendulum", "huang_system", "rollout", "step", "stewart_platform",
     # parameter identification (mbjax.identify)
     "identify",

@@ -4,7 +4,7 @@ Internally every spatial quantity is expressed in the world frame ("absolute" fo
 motion subspace of velocity coordinate k is the world-frame 6-vector ``S_k``, the spatial
 velocity of body i is ``v_i = sum over k moving i of S_k qd_k`` and the Jacobian of body i
 is the matrix of those ``S_k``. Sums along root paths and over subtrees are products with
-the ancestor matrix (Mufti's path matrix T, seed 000 Eq. 25), so only the composition of
+the ancestor matrix (Mufti's path matrix T, 1983 Eq. 25), so only the composition of
 poses needs a pass over the tree.
 
 Jacobians follow Pinocchio's reference frames:

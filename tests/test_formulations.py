@@ -345,7 +345,7 @@ def test_baumgarte_on_drifted_state():
     drift = lambda x: x + 1e-2 * rng.normal(size=x.shape)  # noqa: E731
     state = MaximalState(drift(state.r), state.quat, drift(state.r_dot), drift(state.omega))
     tau = jnp.asarray(rng.normal(size=model.nv))
-    alpha, beta = mbjax.constraints.stabilization.critical(0.05)
+    alpha, beta = mbjax.constraints.critical(0.05)
     parents = np.asarray(model.parents)
 
     def separation(s):  # hinge on the child - hinge on the parent, and its rate

@@ -1,4 +1,4 @@
-"""The free-floating formulation of seed 001 (mbjax.formulations.free_floating), in float64.
+"""The free-floating formulation of Wilde et al. 2018 (mbjax.formulations.free_floating), in float64.
 
 Checked against things independent of it: Pinocchio's mass matrix and centroidal momentum
 mapped to the paper's coordinates by a map built here from Pinocchio's kinematics; mbjax's

@@ -1,4 +1,4 @@
-"""Huang et al.'s singularity-free stepper (seed 003): convergence, reactions, the matrix of
+"""Huang et al.'s (2000) singularity-free stepper: convergence, reactions, the matrix of
 Eq. (36) at the double pendulum's singular configuration, gradients, the Stewart platform and
 the four-bar's change point."""
 

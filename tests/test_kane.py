@@ -1,4 +1,4 @@
-"""Kane's method with building-block joints (seed 002, Sayers 1991), checked against
+"""Kane's method with building-block joints (Sayers 1991), checked against
 independent computations:
 
 - the satellite's kinematical equations against Eqs. (24) and (29), written out here from the

@@ -36,17 +36,6 @@ LAYERS = (
     ("mbjax.animate", "mbjax.interop", "mbjax.cli", "mbjax.__main__", "mbjax"),
 )
 
-#: arrows that still run upwards, each with the work that removes it (issue 18); the test
-#: fails when a new one appears, and when one of these is gone (so that the list shrinks)
-KNOWN_UPWARD = {
-    # Baumgarte stabilisation serves the maximal-coordinate formulations and the loop
-    # closures alike: it moves below both (its module path is public: a re-export stays)
-    ("mbjax.formulations.newton_euler", "mbjax.constraints.stabilization"),
-    # load_mjcf_with_closures builds loop closures: it moves to constraints/
-    ("mbjax.model.mjcf", "mbjax.constraints.closures"),
-}
-
-
 def _modules():
     out = {}
     for path in sorted(PACKAGE.rglob("*.py")):
@@ -99,11 +88,8 @@ def test_no_upward_imports():
             reexport = name != "mbjax" and target.startswith(name + ".")  # a package's __init__
             if _layer(target) > _layer(name) and not reexport:
                 upward.add((name, target))
-    new = sorted(upward - KNOWN_UPWARD)
-    assert not new, "imports from a higher layer (see the layers in tests/test_layers.py): " + ", ".join(
-        f"{a} -> {b}" for a, b in new)
-    gone = sorted(KNOWN_UPWARD - upward)
-    assert not gone, f"no longer imported upwards, remove from KNOWN_UPWARD: {gone}"
+    assert not upward, "imports from a higher layer (see the layers in tests/test_layers.py): " + ", ".join(
+        f"{a} -> {b}" for a, b in sorted(upward))
 
 
 def test_no_import_cycles():

@@ -1,4 +1,4 @@
-"""Mufti's graph matrices (seed 000, Sec. 2): exact figures from Fig. 3a, and properties."""
+"""Mufti's graph matrices (1983, Sec. 2): exact figures from Fig. 3a, and properties."""
 
 import numpy as np
 import pytest

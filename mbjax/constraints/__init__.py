@@ -9,4 +9,5 @@ from .dynamics import ClosedChainDynamics, ConstrainedDynamics, constrained_forw
 from .kinematics import loop_jacobian, loop_kinematics, loop_residual
 from .mechanisms import four_bar, slider_crank
 from .solvers import METHODS
-from .stabilization import baumgarte, critical
+from ..dynamics.stabilization import baumgarte, critical
+from .mjcf import load_mjcf_with_closures

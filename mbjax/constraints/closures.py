@@ -1,4 +1,4 @@
-"""Loop closures: cut joints that close kinematic loops of a tree Model (seed 000 Sec. 4).
+"""Loop closures: cut joints that close kinematic loops of a tree Model (Mufti 1983 Sec. 4).
 
 A closed-chain mechanism is a spanning tree (the :class:`~mbjax.Model`) plus ``n*`` cut
 joints (Mufti's ``C* `` columns of the incidence matrix C_c = (C, C*), Eq. 62). Each cut joint

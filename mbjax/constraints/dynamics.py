@@ -1,7 +1,7 @@
-"""Forward dynamics of closed kinematic chains (seed 000 Sec. 4, Eq. 73; seed 003 Eq. 1).
+"""Forward dynamics of closed kinematic chains (Mufti 1983 Sec. 4, Eq. 73; Huang et al. 2000 Eq. 1).
 
 The tree's equations of motion with the loop-closure constraints Phi(q) = 0 at acceleration
-level, and Baumgarte's stabilisation (seed 000 Remark 4):
+level, and Baumgarte's stabilisation (Mufti 1983 Remark 4):
 
     M(q) qdd + h(q, qd) = tau + Phi_q^T lam,
     Phi_q qdd = gamma - alpha Phi_dot - beta Phi,       gamma = -(Phi_q qd)_q qd.
@@ -29,7 +29,7 @@ from ..configuration import configuration_rate
 from .closures import LoopClosures
 from .kinematics import loop_kinematics_from
 from .solvers import METHODS, solve
-from .stabilization import baumgarte
+from ..dynamics.stabilization import baumgarte
 
 
 class ConstrainedDynamics(eqx.Module):

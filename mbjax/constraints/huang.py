@@ -1,4 +1,4 @@
-"""The singularity-free constrained stepper of Huang, Yan, Jeng and Cheing (2000), seed 003.
+"""The singularity-free constrained stepper of Huang, Yan, Jeng and Cheing (2000).
 
 Every body moves on its own (maximal coordinates, :class:`~mbjax.MaximalState`); every joint
 -- the tree's joints and the cut joints of :class:`LoopClosures` alike -- holds the bodies

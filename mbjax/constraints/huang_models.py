@@ -1,4 +1,4 @@
-"""The two examples of Huang et al. (2000), seed 003: the planar double pendulum (Fig. 8) and
+"""The two examples of Huang et al. (2000): the planar double pendulum (Fig. 8) and
 the 3-leg Stewart platform (Fig. 10), with the printed data and the repairs they need.
 
 **Stewart platform data and their repair.** Fig. 10 prints, at the initial pose, the centres

@@ -17,7 +17,7 @@ residual (no hand-written Jacobians):
 - ``Phi_q = W J_xi`` (nc, nv), with ``J_xi = Ad(X_B)^-1 (J_b - J_a)`` from the world-frame
   motion subspaces of the tree: velocity space, so ``Phi_dot = Phi_q qd`` also where
   ``nv != nq``.
-- ``gamma = -(Phi_q qd)_q qd`` (seed 003 Eq. 1), the part of ``Phi_ddot`` not proportional
+- ``gamma = -(Phi_q qd)_q qd`` (Huang et al. 2000 Eq. 1), the part of ``Phi_ddot`` not proportional
   to qdd. With ``X_rel_dot = X_rel xi^``, ``Phi_ddot = W xi_dot + d^2/ds^2 e(X_rel exp(s xi))``
   (the derivative of W along xi is the second derivative along the one-parameter subgroup),
   and ``xi_dot = Ad(X_B)^-1 (a_b - a_a - v_b x (v_b - v_a))`` with the bodies' world-frame

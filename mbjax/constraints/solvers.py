@@ -1,4 +1,4 @@
-"""Solvers for the equality-constrained equations of motion (seed 000 Eq. 73 and Appendix)
+"""Solvers for the equality-constrained equations of motion (Mufti 1983 Eq. 73 and Appendix)
 
     M qdd = f + A^T lam,        A qdd = b,
 

@@ -3,7 +3,7 @@
 ``step(model, closures, q, qd, tau, dt, method=...)`` advances the joint-space state by one
 step Δt and returns the reactions; ``rollout`` repeats it N times with ``lax.scan``.
 
-- ``method="huang"``: the singularity-free stepper of seed 003 (:mod:`.huang`). The state is
+- ``method="huang"``: the singularity-free stepper of Huang et al. 2000 (:mod:`.huang`). The state is
   lifted to maximal coordinates (:func:`~mbjax.maximal_state`), every joint (tree and cut)
   is enforced by its reactions Q solved from Eq. (36), the bodies are advanced to second
   order, and the joint coordinates are read back from the bodies' poses
@@ -11,7 +11,7 @@ step Δt and returns the reactions; ``rollout`` repeats it N times with ``lax.sc
   residual measures the stepper's drift. Revolute angles are unwrapped against the previous
   step. ``reactions`` = Q, in the order of ``huang_joints(model, closures).row_names``.
 - ``method`` in ``"kkt" | "schur" | "nullspace" | "svd" | "damped"``: the accelerations of
-  :func:`~mbjax.constrained_forward_dynamics` (Eq. 73 of seed 000, with optional Baumgarte
+  :func:`~mbjax.constrained_forward_dynamics` (Eq. 73 of Mufti 1983, with optional Baumgarte
   ``alpha``, ``beta``), then a semi-implicit Euler step ``qd += qdd Δt``,
   ``q <- q (+) qd Δt``. ``reactions`` = the Lagrange multipliers (nc,). Without closures
   the accelerations are the tree's (ABA).
@@ -140,7 +140,7 @@ def step(
     - ``closures``: the cut joints (:class:`LoopClosures`), or ``None`` for a tree.
     - ``q`` (nq,), ``qd`` (nv,), ``tau`` (nv,) joint torques held over the step, ``dt`` the
       step; ``f_ext`` (nbodies, 6) optional external wrenches (body axes, about the origin).
-    - ``method``: ``"huang"`` (seed 003, Eq. 36) or a solver of
+    - ``method``: ``"huang"`` (Huang et al. 2000, Eq. 36) or a solver of
       :func:`~mbjax.constrained_forward_dynamics` (``"kkt"``, ``"schur"``, ``"nullspace"``,
       ``"svd"``, ``"damped"``) with a semi-implicit Euler step; ``alpha``, ``beta``,
       ``rcond``, ``damping`` as there (ignored by ``"huang"``, whose right-hand side already

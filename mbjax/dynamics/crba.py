@@ -19,7 +19,7 @@ def composite_momentum(model: Model, tk: TreeKinematics):
     """``F_k = I^C_{body(k)} S_k`` (nv, 6): momentum of the subtree moved by coordinate k.
 
     World inertias add, so the composite inertias are one product with the ancestor matrix:
-    I^C = A^T I (Featherstone RBDA Sec. 6.2 in absolute form; Mufti's T_2, seed 000 Eq. 25).
+    I^C = A^T I (Featherstone RBDA Sec. 6.2 in absolute form; Mufti's T_2, Mufti 1983 Eq. 25).
     """
     topo = model.topology
     m, h, IO = world_inertias(model, tk)

@@ -1,7 +1,7 @@
 """The seed papers' formulations of the equations of motion, beside the recursive ones.
 
-``free_floating``: the momentum form of seed 001 (see that module). The rest of this package:
-Mufti's (1983) maximal-coordinate formulations of tree dynamics (seed 000): per-body Newton-Euler
+``free_floating``: the momentum form of Wilde et al. 2018 (see that module). The rest of this package:
+Mufti's (1983) maximal-coordinate formulations of tree dynamics: per-body Newton-Euler
 equations with the hinge forces as Lagrange multipliers, solved as a dense KKT system, by
 tree-ordered sparse elimination, by the Schur complement, or by the barycentric K matrix.
 

@@ -85,7 +85,7 @@ def maximal_dynamics(model: Model, state: MaximalState, tau, f_ext=None, base: P
       (K = I + D~ M D~^T by Cholesky, Eqs. 26-38, 58-61; ball, universal and pin joints
       and free roots only).
     - ``alpha``, ``beta``: Baumgarte gains (Remark 4), for integration in maximal
-      coordinates; see ``mbjax.constraints.stabilization.critical``.
+      coordinates; see ``mbjax.constraints.critical``.
 
     **Returns:** a :class:`MaximalSolution`.
     """

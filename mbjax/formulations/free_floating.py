@@ -1,4 +1,4 @@
-"""Free-floating robots in the momentum coordinates of seed 001 (Yoshida; Wilde et al. 2018).
+"""Free-floating robots in the momentum coordinates of Wilde et al. 2018 (after Yoshida).
 
 The state of a manipulator on a free-floating base (spacecraft, drone, floating humanoid) is
 written as ``xd = (V_0, w_0, phid)``: the velocity of the base's centre of mass and the base's

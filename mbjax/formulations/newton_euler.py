@@ -39,7 +39,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial
-from ..constraints.stabilization import baumgarte
+from ..dynamics.stabilization import baumgarte
 from ..linalg import spd_inverse
 from ..model.model import Model
 from ..model.tree import take

@@ -1,4 +1,4 @@
-"""Kane's method for tree-topology systems with building-block joints (Sayers 1991, seed 002).
+"""Kane's method for tree-topology systems with building-block joints (Sayers 1991).
 
 - :mod:`~mbjax.kane.joints`: the building-block joint (Tables 1, 3, 4).
 - :mod:`~mbjax.kane.system`: system description, composite bodies (Eqs. 15-18), categories.

@@ -1,4 +1,4 @@
-"""Kane's dynamical equations M u' = f (seed 002, Eq. 2): the mass matrix (Eq. 40), the force
+"""Kane's dynamical equations M u' = f (Sayers 1991, Eq. 2): the mass matrix (Eq. 40), the force
 array (Eq. 42), solved by Cholesky, for building-block systems and for the Kane terms of any
 tree; plus the system's momentum and kinetic energy.
 

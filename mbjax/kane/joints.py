@@ -1,4 +1,4 @@
-"""Sayers' building-block joint (seed 002, Table 1, Eq. 14; Tables 3 and 4).
+"""Sayers' building-block joint (Sayers 1991, Table 1, Eq. 14; Tables 3 and 4).
 
 A building-block joint moves body B relative to its parent A by
 

@@ -1,5 +1,5 @@
 """Kane kinematics: angular velocities, partial angular velocities and angular-acceleration
-remainders (seed 002, Table 7, Eqs. 30-35), mass-centre partial velocities and acceleration
+remainders (Sayers 1991, Table 7, Eqs. 30-35), mass-centre partial velocities and acceleration
 remainders (Table 9, Eqs. 36-39), and the kinematical equations S q' = v (Eqs. 1, 20-29).
 
 Numerically, every vector is expressed in N's axes: the paper's changes of basis ("· A",

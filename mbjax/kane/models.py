@@ -1,7 +1,7 @@
 """Kane's method for ordinary mbjax Models (``forward_dynamics(..., method="kane")``), and the
 converter from building-block systems to Models.
 
-Each mbjax joint is a building-block joint (seed 002, Table 1), with the paper's speeds:
+Each mbjax joint is a building-block joint (Sayers 1991, Table 1), with the paper's speeds:
 
 | mbjax joint           | building block                       | Kane speeds u                    |
 |-----------------------|--------------------------------------|----------------------------------|

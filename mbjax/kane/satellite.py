@@ -1,4 +1,4 @@
-"""The satellite of seed 002 (Sayers 1991, Table 2, Figs. 1-2) as a ready model.
+"""The satellite of Sayers (1991, Table 2, Figs. 1-2) as a ready model.
 
 Bus B (parent N; translations along n1, n2, n3, then rotations 1-2-3 about n1, the
 intermediate axis and b3), clock C (parent B, rotation about b3, mass centre on the axis: a

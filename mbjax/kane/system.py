@@ -1,4 +1,4 @@
-"""A multibody system described with building-block joints (seed 002, Step 1: system
+"""A multibody system described with building-block joints (Sayers 1991, Step 1: system
 description), its composite bodies (Eqs. 15-18) and the categories of Tables 5 and 6.
 
 Build one with :class:`KaneBuilder`; bodies are added parent first, so the tree is

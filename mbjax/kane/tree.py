@@ -1,5 +1,5 @@
 """Static structure that drives Kane's recursions: bodies, their speeds and where the
-recursions restart (seed 002, Tables 5-7, 9).
+recursions restart (Sayers 1991, Tables 5-7, 9).
 
 The recursions of Tables 7 and 9 run down the tree, each body adding its own terms to its
 parent's. A *nonrecursive* body restarts them: the angular velocity of a body with three

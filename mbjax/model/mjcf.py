@@ -31,7 +31,7 @@ Conventions (see also :mod:`mbjax.interop`):
   mbjax's input is the generalized force; :func:`mbjax.load_mjcf_actuators` turns the
   model's joint actuators into a map from MuJoCo's ``ctrl`` to it.
 - ``connect`` and ``weld`` equalities, between bodies or sites, become loop closures
-  (:func:`load_mjcf_with_closures`): a ``connect`` is a spherical cut joint at its anchors,
+  (:func:`mbjax.load_mjcf_with_closures`): a ``connect`` is a spherical cut joint at its anchors,
   a ``weld`` a rigid one holding MuJoCo's ``relpose``. mbjax enforces them exactly, where
   MuJoCo's are soft (``solref``, ``solimp``); ``torquescale`` has no counterpart.
 """
@@ -41,6 +41,7 @@ from __future__ import annotations
 import io
 import os
 import xml.etree.ElementTree as ET
+from typing import NamedTuple
 
 import numpy as np
 
@@ -136,18 +137,25 @@ def load_mjcf(source, ignore=(), inertia_check: str = "raise", dtype=None) -> Mo
     return _convert(mujoco, m, ignore, inertia_check, dtype)[0]
 
 
-def load_mjcf_with_closures(source, ignore=(), inertia_check: str = "raise", dtype=None):
-    """Like :func:`load_mjcf`, with the model's ``connect`` and ``weld`` equalities as loop
-    closures.
+class LoopEquality(NamedTuple):
+    """A ``connect`` or ``weld`` equality of an MJCF model, as the arguments of
+    :meth:`mbjax.LoopClosureBuilder.add_loop` (``joint`` is ``"spherical"`` or ``"weld"``,
+    ``frame_a``/``frame_b`` are frame names or None for the world, ``pose_a``/``pose_b`` its
+    keyword arguments)."""
 
-    **Returns:** ``(model, closures)``: the :class:`Model` of the kinematic tree and the
-    :class:`mbjax.LoopClosures` (``None`` when the file has no active connect or weld), for
-    :func:`mbjax.constrained_forward_dynamics`, :func:`mbjax.constrained_vector_field` and :func:`mbjax.assemble`.
-    A ``connect`` becomes a spherical cut joint at its two anchors; a ``weld`` a rigid cut
-    joint whose frames are body 1 at the weld's anchor turned by ``relpose``, and body 2 at
-    the anchor (sites: the site frames). Other equalities (joint, tendon, distance, flex) are
-    refused unless ``ignore`` names ``"equality"``. Equalities that are inactive in the file
-    (``active="false"``) are left out, as MuJoCo leaves them out until they are switched on.
+    name: str
+    joint: str
+    frame_a: str | None
+    frame_b: str | None
+    pose_a: dict
+    pose_b: dict
+
+
+def load_mjcf_equalities(source, ignore=(), inertia_check: str = "raise", dtype=None):
+    """Like :func:`load_mjcf`, with the model's active ``connect`` and ``weld`` equalities.
+
+    **Returns:** ``(model, equalities)``, a list of :class:`LoopEquality`.
+    :func:`mbjax.load_mjcf_with_closures` turns them into loop closures.
     """
     ignore = _ignored(ignore)
     m = compile_mjcf(source)
@@ -155,7 +163,7 @@ def load_mjcf_with_closures(source, ignore=(), inertia_check: str = "raise", dty
     loops = _loop_equalities(mujoco, m)
     _refuse_unsupported(mujoco, m, ignore, handled=loops)
     model, site_frames = _convert(mujoco, m, ignore, inertia_check, dtype)
-    return model, _closures(mujoco, m, model, site_frames, loops, dtype)
+    return model, [_equality(mujoco, m, e, site_frames) for e in loops]
 
 
 def _ignored(ignore):
@@ -172,38 +180,31 @@ def _loop_equalities(mujoco, m):
     return [e for e in range(m.neq) if m.eq_active0[e] and int(m.eq_type[e]) in (int(eq.mjEQ_CONNECT), int(eq.mjEQ_WELD))]
 
 
-def _closures(mujoco, m, model, site_frames, loops, dtype):
-    """LoopClosures of the equalities ``loops``.
+def _equality(mujoco, m, e, site_frames):
+    """The LoopEquality of equality ``e``.
 
     MuJoCo's residuals (engine_core_constraint.c), with body poses (R_i, p_i):
     connect: p_1 + R_1 data[0:3] = p_2 + R_2 data[3:6];
     weld: p_1 + R_1 data[3:6] = p_2 + R_2 data[0:3] and R_1 relpose = R_2, relpose = data[6:10].
     For site equalities the site frames coincide (weld) or their origins (connect).
     """
-    if not loops:
-        return None
-    from ..constraints.closures import LoopClosureBuilder
-
     obj = mujoco.mjtObj
-    builder = LoopClosureBuilder(model)
-    for e in loops:
-        name = mujoco.mj_id2name(m, obj.mjOBJ_EQUALITY, e) or f"equality{e}"
-        weld = int(m.eq_type[e]) == int(mujoco.mjtEq.mjEQ_WELD)
-        ids, data = (int(m.eq_obj1id[e]), int(m.eq_obj2id[e])), np.asarray(m.eq_data[e], float)
-        if int(m.eq_objtype[e]) == int(obj.mjOBJ_SITE):
-            frames = [site_frames.get(i) for i in ids]
-            if None in frames:
-                raise MJCFError(f"equality {name!r} joins unnamed sites; name them to load it as a loop closure")
-            pose_a, pose_b = {}, {}
+    name = mujoco.mj_id2name(m, obj.mjOBJ_EQUALITY, e) or f"equality{e}"
+    weld = int(m.eq_type[e]) == int(mujoco.mjtEq.mjEQ_WELD)
+    ids, data = (int(m.eq_obj1id[e]), int(m.eq_obj2id[e])), np.asarray(m.eq_data[e], float)
+    if int(m.eq_objtype[e]) == int(obj.mjOBJ_SITE):
+        frames = [site_frames.get(i) for i in ids]
+        if None in frames:
+            raise MJCFError(f"equality {name!r} joins unnamed sites; name them to load it as a loop closure")
+        pose_a, pose_b = {}, {}
+    else:
+        frames = [None if i == 0 else mujoco.mj_id2name(m, obj.mjOBJ_BODY, i) or f"body{i}" for i in ids]
+        if weld:
+            pose_a = dict(rotation_a=_quat_to_rotation(data[6:10]), translation_a=data[3:6])
+            pose_b = dict(translation_b=data[0:3])
         else:
-            frames = [None if i == 0 else mujoco.mj_id2name(m, obj.mjOBJ_BODY, i) or f"body{i}" for i in ids]
-            if weld:
-                pose_a = dict(rotation_a=_quat_to_rotation(data[6:10]), translation_a=data[3:6])
-                pose_b = dict(translation_b=data[0:3])
-            else:
-                pose_a, pose_b = dict(translation_a=data[0:3]), dict(translation_b=data[3:6])
-        builder.add_loop(name, "weld" if weld else "spherical", frames[0], frames[1], **pose_a, **pose_b)
-    return builder.build(dtype=dtype)
+            pose_a, pose_b = dict(translation_a=data[0:3]), dict(translation_b=data[3:6])
+    return LoopEquality(name, "weld" if weld else "spherical", frames[0], frames[1], pose_a, pose_b)
 
 
 # ------------------------------------------------------------------------------ checks

@@ -1,4 +1,4 @@
-"""Tree topology: the static structure of a model, and Mufti's graph matrices (seed 000, Sec. 2).
+"""Tree topology: the static structure of a model, and Mufti's graph matrices (1983, Sec. 2).
 
 A model's bodies are numbered ``0 .. nb-1`` with ``parents[i] < i`` (``-1`` is the world), in
 depth-first order with children in the order they were added (Pinocchio's order). Seen as
@@ -20,9 +20,9 @@ from typing import NamedTuple
 import numpy as np
 
 
-# --------------------------------------------------------------- Mufti, seed 000 Sec. 2
+# --------------------------------------------------------------- Mufti 1983, Sec. 2
 def regular_labeling(parents):
-    """Relabel a directed tree so that it is regularly labelled (seed 000, Sec. 2).
+    """Relabel a directed tree so that it is regularly labelled (Mufti 1983, Sec. 2).
 
     Mufti: label the root 1, give the peripheral vertices (those with no outgoing arc) the
     highest numbers, remove them, and repeat. Every arc then points from a lower to a higher
@@ -62,7 +62,7 @@ def regular_labeling(parents):
 
 
 def incidence_matrix(parents):
-    """Incidence matrix C (n x n-1) of a regularly labelled tree, seed 000 Eq. (1).
+    """Incidence matrix C (n x n-1) of a regularly labelled tree, Mufti 1983 Eq. (1).
 
     ``C[i, j] = 1`` if vertex i is the initial vertex of arc j, ``-1`` if it is its final
     vertex. Arc j ends at vertex j + 1 (0-based).
@@ -77,7 +77,7 @@ def incidence_matrix(parents):
 
 
 def path_matrix(parents):
-    """Path matrix T = S^-1 with S = (-e_1, C), seed 000 Eqs. (22)-(25).
+    """Path matrix T = S^-1 with S = (-e_1, C), Mufti 1983 Eqs. (22)-(25).
 
     Row 0 (T_1) is ``-1``; rows 1..n-1 (T_2) have ``T[j + 1, k] = -1`` when arc j lies on
     the path from the root to vertex k. Computed from the tree, not by inverting S.
@@ -206,7 +206,7 @@ class Topology:
     def ancestors(self):
         """``A[i, j] = 1`` if body j is body i or one of its ancestors (nb x nb).
 
-        Up to sign and the world row this is the transpose of Mufti's T_2 (seed 000 Eq. 25):
+        Up to sign and the world row this is the transpose of Mufti's T_2 (Mufti 1983 Eq. 25):
         subtree sums are ``A.T @ x`` and sums along the path to the root are ``A @ x``.
         """
         nb = self.nbodies

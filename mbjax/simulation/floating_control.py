@@ -1,4 +1,4 @@
-"""Computed-torque control of the arm of a free-floating robot (seed 001), base unactuated."""
+"""Computed-torque control of the arm of a free-floating robot (Wilde et al. 2018), base unactuated."""
 
 from __future__ import annotations
 

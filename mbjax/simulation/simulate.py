@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import diffrax
 import equinox as eqx
 import jax
@@ -32,11 +34,14 @@ class DivergenceError(RuntimeError):
 
 
 def progress_meter(progress):
-    """``True``: a tqdm bar (plain text lines without tqdm); ``False``: none; or a diffrax meter."""
+    """``True``: a tqdm bar on a terminal (plain text lines without tqdm, and a line per quarter
+    of the run in a log, as :class:`mbjax.progress.Progress`); ``False``: none; or a diffrax meter."""
     if isinstance(progress, diffrax.AbstractProgressMeter):
         return progress
     if not progress:
         return diffrax.NoProgressMeter()
+    if not sys.stderr.isatty():
+        return diffrax.TextProgressMeter(minimum_increase=0.25)
     try:
         import tqdm  # noqa: F401
     except ImportError:
