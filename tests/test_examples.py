@@ -12,6 +12,7 @@ directory) and the tests read its results from ``NAME/summary.json``, not from i
 
 from __future__ import annotations
 
+import fcntl
 import importlib.util
 import json
 import os
@@ -126,15 +127,28 @@ RUN_TIME_BOUND = {"swing_up", "free_floating_reorientation", "notebook_trajector
 
 class _Launched:
     """The scripts, run ``os.cpu_count()`` at a time in the background (a thread pool of
-    subprocesses), in the order of SCRIPTS; each has TIMEOUT_S from its own start."""
+    subprocesses), in the order of SCRIPTS; each has TIMEOUT_S from its own start.
+
+    ``workdir`` is shared by the pytest-xdist workers: a worker that needs a script's result
+    while another runs it waits for that run (a file lock per script) instead of starting a
+    second one, so each script runs once however the tests are distributed."""
 
     def __init__(self, workdir: Path):
         self.workdir = workdir
         self.env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1", MBJAX_QUICK="1")
         self.pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
         self.procs = []
-        self.futures = {name: self.pool.submit(self._run, name, args)
+        self.futures = {name: self.pool.submit(self._once, name, args)
                         for name, (args, available, _) in SCRIPTS.items() if available}
+
+    def _once(self, name, args):
+        """The script's (exit status, log): run here, or read from another worker's run."""
+        result = self.workdir / f"{name}.result.json"
+        with open(self.workdir / f"{name}.lock", "w") as lock:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            if not result.exists():
+                result.write_text(json.dumps(self._run(name, args)), encoding="utf-8")
+        return tuple(json.loads(result.read_text(encoding="utf-8")))
 
     def _run(self, name, args):
         log = self.workdir / f"{name}.log"
@@ -168,8 +182,13 @@ class _Launched:
 
 
 @pytest.fixture(scope="module")
-def launched(tmp_path_factory):
-    runs = _Launched(tmp_path_factory.mktemp("examples"))
+def launched(tmp_path_factory, worker_id):
+    # each pytest-xdist worker has its own base temporary directory; their parent is the
+    # run's, shared by the workers
+    base = tmp_path_factory.getbasetemp()
+    workdir = (base if worker_id == "master" else base.parent) / "examples"
+    workdir.mkdir(exist_ok=True)
+    runs = _Launched(workdir)
     yield runs
     runs.close()
 
