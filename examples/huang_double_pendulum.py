@@ -34,7 +34,7 @@ errors, orders = {}, {}
 steps = int(round(T / min(dts)))  # every dt runs this many steps (one compiled rollout per method), read at T
 for method in ("huang", "kkt"):
     for dt in dts:
-        traj, _ = mbjax.rollout(model, None, q0, qd0, tau, jnp.asarray(dt), steps, method=method)
+        traj, _ = mbjax.constraints.rollout(model, None, q0, qd0, tau, jnp.asarray(dt), steps, method=method)
         errors[method, dt] = float(np.abs(np.asarray(traj.q[int(round(T / dt))] - ref.q[-1])).max())
     e = np.array([errors[method, dt] for dt in dts])
     orders[method] = np.log2(e[:-1] / e[1:])
@@ -62,7 +62,7 @@ example.record(determinant=det, determinant_predicted=predicted, condition_numbe
 
 # reactions of one step against Newton's second law with the reference accelerations
 q, qd = ref.q[100], ref.qd[100]
-out = mbjax.step(model, None, q, qd, tau, dt, method="huang")
+out = mbjax.constraints.step(model, None, q, qd, tau, dt, method="huang")
 qdd = mbjax.aba(model, q, qd, tau)
 acc = jax.jacfwd(jax.jacfwd(lambda s: mbjax.maximal_state(model, q + s * qd + 0.5 * s * s * qdd, qd).r))(0.0)
 r2 = P["mass"] * (acc[1] - model.gravity)
@@ -76,7 +76,7 @@ example.record(hinge_force_difference=force_difference)
 def figure(plt):
     """The motion against the reference, and the error against dt for both methods."""
     fig, axes = plt.subplots(1, 2, figsize=(10, 4))
-    traj, _ = mbjax.rollout(model, None, q0, qd0, tau, jnp.asarray(dt), steps, method="huang")
+    traj, _ = mbjax.constraints.rollout(model, None, q0, qd0, tau, jnp.asarray(dt), steps, method="huang")
     ts, qs = traj.ts[: int(round(T / dt)) + 1 : 10], traj.q[: int(round(T / dt)) + 1 : 10]  # up to T
     axes[0].plot(ref.ts, ref.q[:, 0], "k", label="theta1, reference")
     axes[0].plot(ref.ts, ref.q[:, 0] + ref.q[:, 1], "k--", label="theta2, reference")

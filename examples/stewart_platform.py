@@ -57,7 +57,7 @@ steps = int(round(T / 5e-4))  # every run takes as many steps (one compiled roll
 for label, method, dt in (("huang, dt = 0.0005", "huang", 5e-4), ("huang, dt = 0.002 (paper)", "huang", 2e-3),
                           ("kkt, dt = 0.0005", "kkt", 5e-4)):
     try:
-        traj, _ = mbjax.rollout(model, closures, q0, qd0, tau, jnp.asarray(dt), steps, method=method)
+        traj, _ = mbjax.constraints.rollout(model, closures, q0, qd0, tau, jnp.asarray(dt), steps, method=method)
         traj.q.block_until_ready()
     except Exception as e:  # the KKT solve reports a rank-deficient Phi_q
         outcomes[label] = {"stopped": str(e).splitlines()[0]}

@@ -15,10 +15,9 @@ from .constraints import (
     loop_jacobian,
     loop_kinematics,
     loop_residual,
-    project,
     project_velocity,
 )
-from .constraints import StepResult, huang_double_pendulum, huang_system, rollout, step, stewart_platform
+from .constraints import StepResult, huang_double_pendulum, huang_system, stewart_platform
 from .animate import animate
 from .configuration import difference, integrate, neutral, normalize, random_configuration
 from .dynamics.aba import aba
@@ -121,11 +120,11 @@ __all__ = [
     # closed chains (mbjax.constraints)
     "constraints", "ConstrainedDynamics", "LoopClosureBuilder", "LoopClosures", "assemble",
     "constrained_forward_dynamics", "constrained_vector_field", "loop_jacobian", "loop_kinematics",
-    "loop_residual", "project", "project_velocity", "ClosedChainDynamics",
+    "loop_residual", "project_velocity", "ClosedChainDynamics",
     # Kane's method with building-block joints (Sayers 1991, mbjax.kane)
     "kane", "BuildingBlockJoint", "KaneBuilder", "KaneSystem", "kane_dynamics", "kane_kinetic_energy", "kane_momentum",
     # Huang's singularity-free stepper (Huang et al. 2000)
-    "StepResult", "huang_double_pendulum", "huang_system", "rollout", "step", "stewart_platform",
+    "StepResult", "huang_double_pendulum", "huang_system", "stewart_platform",
     # parameter identification (mbjax.identify)
     "identify",
     # trajectory optimisation (mbjax.trajopt)

@@ -138,7 +138,7 @@ class ClosedChainDynamics(Dynamics):
         traj = mbjax.simulate(model, q0, qd0, 0.0, 2.0, tau=tau,
                               method=mbjax.ClosedChainDynamics(closures, alpha=alpha, beta=beta))
 
-    The initial state should satisfy the constraints (:func:`mbjax.project`); Baumgarte
+    The initial state should satisfy the constraints (:func:`mbjax.constraints.project`); Baumgarte
     stabilisation then keeps the integrator's drift from growing.
     """
 
