@@ -9,13 +9,10 @@ host callbacks (every ``eqx.error_if`` check is one) occasionally hung forever i
 ``Execute`` on this 2-core machine (seen twice in test_closures.py and once in
 test_formulations.py; jax 0.10.2). Both settings are known workarounds for CPU hangs of this
 kind (jax-ml/jax#25861). The single-threaded pool was also 1.3-3x faster for batched code
-here.
-
-Each test module's compiled programs are dropped when it ends (``jax.clear_caches``): a worker
-runs many modules, and their executables otherwise pile up for the whole run (4-5 GB and
-thousands of memory maps per worker); a worker crashed twice in XLA's compiler late in such
-runs (a segmentation fault in ``backend_compile_and_load``, once in CI, once here under
-memory pressure).
+here. The hang still came twice in test_formulations.py's fixed-base test in runs that
+dropped the compiled programs after each module (jax.clear_caches), which is therefore not
+done; pytest-timeout and pytest-rerunfailures (pyproject.toml) stop such a test and run it once
+more.
 """
 
 import os
@@ -36,13 +33,6 @@ import pytest  # noqa: E402
 
 jax.config.update("jax_enable_x64", True)
 jax.config.update("jax_cpu_enable_async_dispatch", False)
-
-
-@pytest.fixture(autouse=True, scope="module")
-def _module_compilation_cache():
-    """Compiled programs live as long as their test module (see the module docstring)."""
-    yield
-    jax.clear_caches()
 
 
 @pytest.fixture
