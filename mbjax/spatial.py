@@ -47,6 +47,18 @@ def transpose(A):
     return jnp.swapaxes(A, -1, -2)
 
 
+def computed_once(x):
+    """``x``, made a stored value rather than an expression.
+
+    XLA:CPU fuses elementwise operations into the kernels that consume them and evaluates
+    them once per element of the *consumer*: sin(q) feeding the nine entries of a rotation
+    matrix is evaluated nine times per joint (most of the cost of a batch's joint transforms).
+    A reduction is never fused into its consumers, so a two-term sum with zero (exact) makes
+    XLA evaluate ``x`` once and store it.
+    """
+    return jnp.sum(jnp.stack([x, jnp.zeros_like(x)]), axis=0)
+
+
 # --------------------------------------------------------------------------- rotations
 def _safe_norm(w):
     """|w| and a version that is never zero (so that gradients at w = 0 stay finite)."""
@@ -65,22 +77,23 @@ def rotation_exp(w):
     t, t2, small = _safe_norm(w)
     a = jnp.where(small, 1.0 - t2 / 6.0 + t2 * t2 / 120.0, jnp.sin(t) / t)
     b = jnp.where(small, 0.5 - t2 / 24.0 + t2 * t2 / 720.0, (1.0 - jnp.cos(t)) / (t * t))
+    a, b = computed_once(jnp.stack([a, b]))[..., None, None]
     K = skew(w)
     eye = jnp.eye(3, dtype=w.dtype)
-    return eye + a[..., None, None] * K + b[..., None, None] * matmul(K, K)
+    return eye + a * K + b * matmul(K, K)
 
 
 def axis_angle_rotation(axis, angle):
     """Rotation by ``angle`` about the unit vector ``axis``: E + sin q [a] + (1 - cos q) [a]^2."""
     K = skew(axis)
-    s, c = jnp.sin(angle)[..., None, None], jnp.cos(angle)[..., None, None]
+    s, c = computed_once(jnp.stack([jnp.sin(angle), jnp.cos(angle)]))[..., None, None]
     eye = jnp.eye(3, dtype=K.dtype)
     return eye + s * K + (1.0 - c) * matmul(K, K)
 
 
 def quat_to_rotation(q):
     """Rotation matrix of the quaternion ``q = (w, x, y, z)`` (normalised first)."""
-    q = q / jnp.linalg.norm(q, axis=-1, keepdims=True)
+    q = computed_once(q / jnp.linalg.norm(q, axis=-1, keepdims=True))
     w, x, y, z = q[..., 0], q[..., 1], q[..., 2], q[..., 3]
     return jnp.stack(
         [

@@ -133,8 +133,8 @@ class Continuous(Revolute):
 
     def transform(self, axis, q):
         a = axis[:, 0]
-        n = jnp.linalg.norm(q, axis=-1, keepdims=True)
-        c, s = (q[:, 0:1] / n)[..., None], (q[:, 1:2] / n)[..., None]
+        q = spatial.computed_once(q / jnp.linalg.norm(q, axis=-1, keepdims=True))
+        c, s = q[:, 0:1, None], q[:, 1:2, None]
         K = spatial.skew(a)
         R = jnp.eye(3, dtype=q.dtype) + s * K + (1.0 - c) * spatial.matmul(K, K)
         return R, jnp.zeros_like(a)
@@ -265,8 +265,7 @@ class Planar(AbstractJoint):
     unit_slices = (slice(2, 4),)
 
     def transform(self, axis, q):
-        n = jnp.linalg.norm(q[:, 2:4], axis=-1)
-        c, s = q[:, 2] / n, q[:, 3] / n
+        c, s = spatial.computed_once(q[:, 2:4] / jnp.linalg.norm(q[:, 2:4], axis=-1, keepdims=True)).T
         o, one = jnp.zeros_like(c), jnp.ones_like(c)
         R = jnp.stack([jnp.stack([c, -s, o], -1), jnp.stack([s, c, o], -1), jnp.stack([o, o, one], -1)], -2)
         return R, jnp.stack([q[:, 0], q[:, 1], o], -1)
