@@ -23,7 +23,6 @@ import os
 import sys
 import time
 
-from .progress import Progress
 
 DEFAULT_MODEL = "double_pendulum"
 PLOT_HINT = 'install it with `pip install matplotlib` (or `pip install -e ".[plot]"` in a clone of mbjax)'

@@ -15,7 +15,8 @@ import jax.numpy as jnp
 
 from ..model.model import Model
 from .bodies import gravity_acceleration
-from .levels import T, coordinates, dot, gather, joints, level_bodies, mm, mv, parent_rows, spd_inverse, to_parents
+from .levels import (T, coordinates, dot, gather, inertia_matrix, joints, level_bodies, mm, mv, parent_rows,
+                     spd_inverse, to_parents)
 
 
 def _project(IA, pA, S, tau, armature, pad):
@@ -57,7 +58,7 @@ def articulated_inertias(model: Model, b0, rest, tau):
     tau, arm = jnp.pad(tau, ((0, 1), (0, 0))), jnp.pad(model.armature, (0, 1))[:, None]
     root = sw.root
     n0 = len(root.bodies)
-    IA0, pA0 = b0.inertia, b0.p_bias
+    IA0, pA0 = inertia_matrix(*b0.inertia), b0.p_bias
     saved = None
     if rest is not None:
         P = jnp.asarray(sw.parent, dtype)
@@ -71,7 +72,7 @@ def articulated_inertias(model: Model, b0, rest, tau):
             return (to_parents(P, Ia), to_parents(P, pa)), (U, Dinv, u)
 
         zero = (jnp.zeros((W, 6, 6, C), dtype), jnp.zeros((W, 6, C), dtype))
-        xs = (rest.inertia, rest.p_bias, rest.c, rest.S, sw.dofs, jnp.asarray(sw.pad, dtype), P)
+        xs = (inertia_matrix(*rest.inertia), rest.p_bias, rest.c, rest.S, sw.dofs, jnp.asarray(sw.pad, dtype), P)
         acc, saved = jax.lax.scan(backward, zero, xs, reverse=True)
         IA0, pA0 = IA0 + acc[0][:n0], pA0 + acc[1][:n0]
     root_terms = _project(IA0, pA0, b0.S, gather(tau, root.dofs), gather(arm, root.dofs),

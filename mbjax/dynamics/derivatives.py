@@ -49,7 +49,7 @@ from .articulated import aba_kernel, accelerate, articulated_inertias
 from .bodies import body_terms, gravity_acceleration
 from .crba import cholesky_dynamics
 from .levels import T, coordinates, cross_force, cross_motion, gather, joints, level_bodies, mv, one_state
-from .levels import parent_rows, routed, to_parents
+from .levels import inertia_matrix, parent_rows, routed, to_parents
 from .rnea import body_accelerations, rnea_kernel
 
 
@@ -98,7 +98,7 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
             return accelerate(a_parent, b.c, b.S, *terms)[1]
 
     def backward(b, a, v_parent, a_parent, below):
-        own = _body_terms(b.inertia, b.v, a, b.p_bias)
+        own = _body_terms(inertia_matrix(*b.inertia), b.v, a, b.p_bias)
         sums = tuple(x + y for x, y in zip(own, below))
         return sums, _columns(b.S, v_parent[:, None], a_parent[:, None], b.v[:, None], *(x[:, None] for x in sums))
 

@@ -118,7 +118,7 @@ class Bodies(NamedTuple):
     S: jax.Array  # (W, w, 6, C) motion subspace of each joint coordinate
     v: jax.Array  # (W, 6, C) spatial velocities
     c: jax.Array  # (W, 6, C) velocity-product accelerations v x vJ + Ad(cJ)
-    inertia: jax.Array  # (W, 6, 6, C) spatial inertias [[m E, -[h]], [[h], I_O]]
+    inertia: tuple  # world inertias (m, h, I_O): (W, 1, 1), (W, 3, C), (W, 3, 3, C)
     p_bias: jax.Array  # (W, 6, C) bias forces v x* I v - f_ext
 
 
@@ -149,19 +149,30 @@ def joints(model: Model, q, qd=None, f_ext=None) -> Joints:
     return Joints(_pad(R), _pad(p), _pad(S), cJ, None if f_ext is None else _pad(f_ext))
 
 
-def inertia_matrix(model: Model, body, R, p):
-    """World spatial inertias (W, 6, 6, C) of ``body`` (W,) at poses (R, p):
-    [[m E, -[h]x], [[h]x, I_O]], h = m c, I_O = R I_c R^T + m (|c|^2 E - c c^T)."""
-    m = gather(_pad(model.mass), body)[:, None, None, None]
+def world_inertia(model: Model, body, R, p):
+    """World inertias ``(m, h, I_O)`` ((W, 1, 1), (W, 3, C), (W, 3, 3, C)) of ``body`` (W,) at
+    poses (R, p): h = m c, I_O = R I_c R^T + m (|c|^2 E - c c^T) (:func:`mbjax.spatial.world_inertia`)."""
+    m = gather(_pad(model.mass), body)[:, None, None]
     com = gather(_pad(model.com), body)[..., None]
     Ib = gather(_pad(model.inertia), body)
     Ib = 0.5 * (Ib + jnp.swapaxes(Ib, -1, -2))[..., None]  # only the symmetric part is physical
     c = mv(R, com) + p
     eye = jnp.eye(3, dtype=p.dtype)[:, :, None]
-    IO = mm(mm(R, Ib), T(R)) + m * (dot(c, c)[:, None, None] * eye - c[:, :, None] * c[:, None, :])
-    H = skew(m[..., 0] * c)
-    mE = m * eye * jnp.ones_like(H)
-    return jnp.concatenate([jnp.concatenate([mE, -H], 2), jnp.concatenate([H, IO], 2)], 1)
+    IO = mm(mm(R, Ib), T(R)) + m[..., None] * (dot(c, c)[:, None, None] * eye - c[:, :, None] * c[:, None, :])
+    return m, m * c, IO
+
+
+def inertia_matrix(m, h, IO):
+    """The spatial inertias (..., 6, 6, C) [[m E, -[h]x], [[h]x, I_O]] of world inertias."""
+    H = skew(h)
+    mE = m[..., None] * jnp.eye(3, dtype=h.dtype)[:, :, None] * jnp.ones_like(H)
+    return jnp.concatenate([jnp.concatenate([mE, -H], -2), jnp.concatenate([H, IO], -2)], -3)
+
+
+def inertia_apply(m, h, IO, x):
+    """The momentum I x of a world inertia and a motion x = (v, w): (m v - h x w, h x v + I_O w)."""
+    v, w = x[..., :3, :], x[..., 3:, :]
+    return jnp.concatenate([m * v - cross(h, w), cross(h, v) + mv(IO, w)], -2)
 
 
 def bodies(model: Model, jt: Joints, body, dofs, parent, qd=None) -> Bodies:
@@ -175,7 +186,7 @@ def bodies(model: Model, jt: Joints, body, dofs, parent, qd=None) -> Bodies:
     R = mm(Rp, Rl)
     p = pp + mv(Rp, pl)
     S = transform_motion(R[:, None], p[:, None], gather(jt.S, dofs))
-    inertia = inertia_matrix(model, body, R, p)
+    inertia = world_inertia(model, body, R, p)
     if qd is None:
         return Bodies(R, p, S, None, None, inertia, None)
     vJ = mv(T(S), gather(_pad(qd), dofs))
@@ -183,7 +194,7 @@ def bodies(model: Model, jt: Joints, body, dofs, parent, qd=None) -> Bodies:
     c = cross_motion(v, vJ)
     if jt.cJ is not None:
         c = c + transform_motion(R, p, gather(jt.cJ, body))
-    p_bias = cross_force(v, mv(inertia, v))
+    p_bias = cross_force(v, inertia_apply(*inertia, v))
     if jt.f_ext is not None:
         p_bias = p_bias - transform_force(R, p, gather(jt.f_ext, body))
     return Bodies(R, p, S, v, c, inertia, p_bias)

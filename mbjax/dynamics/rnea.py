@@ -11,7 +11,7 @@ from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
 from .bodies import body_terms, gravity_acceleration
-from .levels import T, coordinates, dot, gather, joints, level_bodies, mv, parent_rows, routed, to_parents
+from .levels import T, coordinates, dot, gather, inertia_apply, joints, level_bodies, mv, parent_rows, routed, to_parents
 
 
 def rnea_from(model: Model, tk, q, qd, qdd, f_ext=None):
@@ -58,7 +58,7 @@ def rnea_kernel(model: Model, q, qd, qdd, f_ext=None):
 
     def force(b, a_parent, dofs):
         a = a_parent + b.c + mv(T(b.S), gather(qdd, dofs))
-        return a, mv(b.inertia, a) + b.p_bias
+        return a, inertia_apply(*b.inertia, a) + b.p_bias
 
     def torque(b, F, dofs):
         return dot(b.S, F[:, None]) + gather(arm, dofs) * gather(qdd, dofs)
