@@ -92,3 +92,32 @@ def test_bad_trees():
         mbjax.regular_labeling([-1, -1])
     with pytest.raises(ValueError, match="regularly labelled"):
         mbjax.incidence_matrix([-1, 2, 0])
+
+
+@pytest.mark.parametrize("name", ["panda", "talos_reduced"])
+def test_sweep_segments_visit_every_body_once_below_its_parent(name):
+    """The segments of the level sweep hold every non-root body once, each level's parents in
+    the level before it (through the entry table at a segment's first level), and their
+    padded slots are fewer than those of one sweep padded to the widest level."""
+    topo = mbjax.load_example_robot(name).topology
+    sw = topo.sweep
+    slot = {b: ("root", k) for k, b in enumerate(sw.root.bodies)}  # where each body sits
+    seen = []
+    for s, seg in enumerate(sw.segments):
+        for d in range(len(seg.body)):
+            P = seg.entry if d == 0 else seg.parent[d]
+            for k, b in enumerate(seg.body[d]):
+                if b == topo.nbodies:  # padding: no parent
+                    assert not P[k].any()
+                    continue
+                above = sw.root.bodies if (s, d) == (0, 0) else (
+                    sw.segments[s - 1].body[-1] if d == 0 else seg.body[d - 1])
+                assert above[int(np.argmax(P[k]))] == topo.parents[b] and P[k].sum() == 1
+                seen.append(int(b))
+            if d > 0:
+                np.testing.assert_array_equal(seg.parent[0], np.eye(seg.body.shape[1]))
+    assert sorted(seen + list(sw.root.bodies)) == list(range(topo.nbodies))
+    slots = sum(seg.body.size for seg in sw.segments)
+    assert len(sw.segments) == 2 and slots < sw.body.size
+    flat = np.concatenate([sw.root.dofs.ravel()] + [seg.dofs.ravel() for seg in sw.segments])
+    np.testing.assert_array_equal(flat[sw.dof_order], np.arange(topo.nv))

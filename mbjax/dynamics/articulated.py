@@ -10,13 +10,12 @@ so that they produce exactly zero.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
 from ..model.model import Model
 from .bodies import gravity_acceleration
 from .levels import (T, coordinates, dot, gather, inertia_matrix, joints, level_bodies, mm, mv, parent_rows,
-                     spd_inverse, to_parents)
+                     spd_inverse, sweep_down, sweep_up, to_parents)
 
 
 def _project(IA, pA, S, tau, armature, pad):
@@ -52,29 +51,24 @@ def accelerate(a_parent, c, S, U, Dinv, u):
 
 def articulated_inertias(model: Model, b0, rest, tau):
     """The ABA's pass leaves to root over the body terms of :func:`.levels.level_bodies`:
-    (U, D^-1, u) of the root level, and of the other levels stacked (None without them)."""
+    (U, D^-1, u) of the root level, and of the other levels stacked per segment."""
     sw = model.topology.sweep
     C, dtype = tau.shape[-1], tau.dtype
     tau, arm = jnp.pad(tau, ((0, 1), (0, 0))), jnp.pad(model.armature, (0, 1))[:, None]
     root = sw.root
-    n0 = len(root.bodies)
-    IA0, pA0 = inertia_matrix(*b0.inertia), b0.p_bias
-    saved = None
-    if rest is not None:
-        P = jnp.asarray(sw.parent, dtype)
-        W = P.shape[-1]
 
-        def backward(acc, xs):  # leaves to root; the carry: what the children pass to each slot
-            IA, pA, c, S, dofs, pad, P = xs
-            IA, pA = IA + acc[0], pA + acc[1]
-            U, Dinv, u = _project(IA, pA, S, gather(tau, dofs), gather(arm, dofs), pad[..., None])
-            Ia, pa = _articulated(IA, pA, c, U, Dinv, u)
-            return (to_parents(P, Ia), to_parents(P, pa)), (U, Dinv, u)
+    def backward(acc, IA, pA, c, S, dofs, pad, P):  # the carry: what the children pass to each slot
+        IA, pA = IA + acc[0], pA + acc[1]
+        U, Dinv, u = _project(IA, pA, S, gather(tau, dofs), gather(arm, dofs), pad[..., None])
+        Ia, pa = _articulated(IA, pA, c, U, Dinv, u)
+        return (to_parents(P, Ia), to_parents(P, pa)), (U, Dinv, u)
 
-        zero = (jnp.zeros((W, 6, 6, C), dtype), jnp.zeros((W, 6, C), dtype))
-        xs = (inertia_matrix(*rest.inertia), rest.p_bias, rest.c, rest.S, sw.dofs, jnp.asarray(sw.pad, dtype), P)
-        acc, saved = jax.lax.scan(backward, zero, xs, reverse=True)
-        IA0, pA0 = IA0 + acc[0][:n0], pA0 + acc[1][:n0]
+    zero = lambda W: (jnp.zeros((W, 6, 6, C), dtype), jnp.zeros((W, 6, C), dtype))  # noqa: E731
+    xs = [(inertia_matrix(*b.inertia), b.p_bias, b.c, b.S, seg.dofs, jnp.asarray(seg.pad, dtype))
+          for b, seg in zip(rest, sw.segments)]
+    acc, saved = sweep_up(model, backward, zero, xs)
+    IA0 = inertia_matrix(*b0.inertia) + (acc[0] if rest else 0.0)
+    pA0 = b0.p_bias + (acc[1] if rest else 0.0)
     root_terms = _project(IA0, pA0, b0.S, gather(tau, root.dofs), gather(arm, root.dofs),
                           jnp.asarray(root.pad, dtype)[..., None])
     return root_terms, saved
@@ -86,21 +80,15 @@ def aba_kernel(model: Model, q, qd, tau, f_ext=None):
     Three passes over the levels (:mod:`.levels`): body terms root to leaves, articulated
     inertias leaves to root, accelerations root to leaves.
     """
-    sw = model.topology.sweep
-    if sw is None:  # nothing moves
+    if model.topology.sweep is None:  # nothing moves
         return jnp.zeros((0,) + tau.shape[1:], tau.dtype)
     b0, rest = level_bodies(model, joints(model, q, qd, f_ext), qd)
     root_terms, saved = articulated_inertias(model, b0, rest, tau)
     qdd0, a0 = accelerate(gravity_acceleration(model)[None, :, None], b0.c, b0.S, *root_terms)
-    if rest is None:
-        return coordinates(model, qdd0, None)
-    P = jnp.asarray(sw.parent, tau.dtype)
 
-    def forward(a_prev, xs):  # root to leaves; the carry: accelerations of the level above
-        c, S, P, terms = xs
+    def forward(a_prev, c, S, terms, P):  # the carry: accelerations of the level above
         qdd, a = accelerate(parent_rows(P, a_prev), c, S, *terms)
         return a, qdd
 
-    a_init = jnp.zeros((P.shape[-1],) + a0.shape[1:], a0.dtype).at[:len(sw.root.bodies)].set(a0)
-    _, qdds = jax.lax.scan(forward, a_init, (rest.c, rest.S, P, saved))
+    qdds = sweep_down(model, forward, a0, [(b.c, b.S, t) for b, t in zip(rest, saved)])
     return coordinates(model, qdd0, qdds)

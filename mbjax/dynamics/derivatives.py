@@ -49,7 +49,7 @@ from .articulated import aba_kernel, accelerate, articulated_inertias
 from .bodies import body_terms, gravity_acceleration
 from .crba import cholesky_dynamics
 from .levels import T, coordinates, cross_force, cross_motion, gather, joints, level_bodies, mv, one_state
-from .levels import inertia_matrix, parent_rows, routed, to_parents
+from .levels import inertia_matrix, parent_rows, routed, sweep_down, sweep_up, to_parents
 from .rnea import body_accelerations, rnea_kernel
 
 
@@ -86,7 +86,7 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
     n0 = len(root.bodies)
     if tau is None:
         qdd = jnp.pad(qdd, ((0, 1), (0, 0)))
-        levels_terms = sw.dofs
+        levels_terms = [seg.dofs for seg in sw.segments]
         root_terms = root.dofs
 
         def acceleration(b, a_parent, dofs):
@@ -106,28 +106,22 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
     a_world = jnp.broadcast_to(gravity_acceleration(model)[:, None], (n0, 6, C))
     a0 = acceleration(b0, a_world, root_terms)
     zero_sums = lambda n: (jnp.zeros((n, 6, 6, C), dtype),) * 2 + (jnp.zeros((n, 6, C), dtype),) * 2  # noqa: E731
-    if rest is None:
-        return coordinates(model, backward(b0, a0, v_world, a_world, zero_sums(n0))[1], None)
-    P = jnp.asarray(sw.parent, dtype)
-    W = P.shape[-1]
-    fill = lambda x: jnp.zeros((W,) + x.shape[1:], dtype).at[:n0].set(x)  # noqa: E731
-    rest = rest._replace(R=None, p=None)
+    rest = [b._replace(R=None, p=None) for b in rest]
 
-    def down(prev, xs):
-        b, terms, P = xs
+    def down(prev, b, terms, P):
         v_parent, a_parent = parent_rows(P, prev[0]), parent_rows(P, prev[1])
         a = acceleration(b, a_parent, terms)
         return (b.v, a), (a, v_parent, a_parent)
 
-    _, accelerations = jax.lax.scan(down, (fill(b0.v), fill(a0)), (rest, levels_terms, P))
+    accelerations = sweep_down(model, down, (b0.v, a0), list(zip(rest, levels_terms)))
 
-    def up(below, xs):
-        b, acc, P = xs
+    def up(below, b, acc, P):
         sums, cols = backward(b, *acc, below)
         return tuple(to_parents(P, x) for x in sums), cols
 
-    below, cols = jax.lax.scan(up, zero_sums(W), (rest, accelerations, P), reverse=True)
-    return coordinates(model, backward(b0, a0, v_world, a_world, tuple(x[:n0] for x in below))[1], cols)
+    below, cols = sweep_up(model, up, zero_sums, list(zip(rest, accelerations)))
+    below = below if rest else zero_sums(n0)
+    return coordinates(model, backward(b0, a0, v_world, a_world, below)[1], cols)
 
 
 def _coordinate_terms_one(model: Model, q, qd, qdd, f_ext):

@@ -10,8 +10,9 @@ axis and running it in chunks of :data:`CHUNK` states (``lax.map``), so that the
 set stays in cache and the time per state does not grow with the batch.
 
 Levels are those of ``model.topology``: the root level on its own (a free base makes it
-wider), the others in one ``lax.scan`` over ``topology.sweep`` (padded to W bodies of
-w coordinates; compiled once, whatever the depth). Padding bodies have zero inertia and
+wider), the others in a ``lax.scan`` per segment of ``topology.sweep`` (:func:`sweep_down`,
+:func:`sweep_up`): at most two runs of levels, each padded to its own widest level (W bodies
+of w coordinates) and compiled once, whatever the depth. Padding bodies have zero inertia and
 padding coordinates zero motion, so they contribute exactly nothing.
 
 Everything is in world coordinates, as in :mod:`mbjax.kinematics`: motions (linear,
@@ -206,37 +207,70 @@ def root_parent(model: Model, n, C, dtype):
     return R, jnp.zeros((n, 3, C), dtype), jnp.zeros((n, 6, C), dtype)
 
 
+def sweep_down(model: Model, step, carry, xs):
+    """Root to leaves: ``lax.scan(step, ...)`` over each segment of the sweep
+    (:class:`mbjax.model.topology.Segment`). ``carry``: the root level's values (n0 rows);
+    ``xs``: one tuple of stacked per-level inputs per segment; ``step(carry, x, P)`` gets the
+    level's parent table P. Returns the outputs of each segment."""
+    outs = []
+    for seg, x in zip(model.topology.sweep.segments, xs):
+        E, P = (jnp.asarray(t, _dtype(carry)) for t in (seg.entry, seg.parent))
+        carry = jax.tree_util.tree_map(lambda c: parent_rows(E, c), carry)
+        carry, out = jax.lax.scan(lambda c, a: step(c, *a[0], a[1]), carry, (tuple(x), P))
+        outs.append(out)
+    return outs
+
+
+def sweep_up(model: Model, step, zero, xs):
+    """Leaves to root: ``lax.scan(step, ..., reverse=True)`` over each segment, the last one
+    first. ``step(acc, x, P)`` returns (what the level passes to its parents, already summed
+    into their slots with ``to_parents(P, .)``, and the level's output); ``zero(W)`` is the
+    carry of a level without children. Returns what the roots receive (n0 rows) and the
+    outputs of each segment."""
+    segments = model.topology.sweep.segments
+    outs = [None] * len(segments)
+    acc = None
+    for i in reversed(range(len(segments))):
+        seg = segments[i]
+        acc = zero(seg.body.shape[1]) if acc is None else acc
+        E, P = (jnp.asarray(t, _dtype(acc)) for t in (seg.entry, seg.parent))
+        acc, outs[i] = jax.lax.scan(lambda c, a: step(c, *a[0], a[1]), acc, (tuple(xs[i]), P), reverse=True)
+        acc = jax.tree_util.tree_map(lambda c: to_parents(E, c), acc)
+    return acc, outs
+
+
+def _dtype(tree):
+    return jax.tree_util.tree_leaves(tree)[0].dtype
+
+
+def segment_inputs(model: Model, *tables):
+    """Per segment, a tuple of the named per-level tables (``"dofs"``, ``"pad"``, ...)."""
+    return [tuple(getattr(seg, t) for t in tables) for seg in model.topology.sweep.segments]
+
+
 def level_bodies(model: Model, jt: Joints, qd=None):
-    """Body terms of the root level, then of the other levels stacked (L - 1, W, ...) by a
-    ``lax.scan`` root to leaves (the poses of a level are those of its parents, composed)."""
+    """Body terms of the root level, then of the other levels stacked per segment
+    ((n, W, ...) each) by :func:`sweep_down` (the poses of a level are its parents' composed)."""
     sw = model.topology.sweep
     C = jt.R.shape[-1]
     dtype = jt.R.dtype
     root = sw.root
     n0 = len(root.bodies)
     b0 = bodies(model, jt, np.asarray(root.bodies), root.dofs, root_parent(model, n0, C, dtype), qd)
-    if not len(sw.body):
-        return b0, None
-    W = sw.body.shape[1]
-    fill = lambda x: jnp.zeros((W,) + x.shape[1:], x.dtype).at[:n0].set(x)  # noqa: E731
 
-    def step(prev, xs):
-        body, dofs, P = xs
+    def step(prev, body, dofs, P):
         b = bodies(model, jt, body, dofs, tuple(parent_rows(P, x) for x in prev), qd)
         return (b.R, b.p, b.v if qd is not None else prev[2]), b
 
-    init = (fill(b0.R), fill(b0.p), fill(b0.v) if qd is not None else jnp.zeros((W, 6, C), dtype))
-    _, rest = jax.lax.scan(step, init, (sw.body, sw.dofs, jnp.asarray(sw.parent, dtype)))
-    return b0, rest
+    init = (b0.R, b0.p, b0.v if qd is not None else jnp.zeros((n0, 6, C), dtype))
+    return b0, sweep_down(model, step, init, segment_inputs(model, "body", "dofs"))
 
 
 def coordinates(model: Model, x0, xs):
     """Per-coordinate results (nv, ...) in q order, from the root level's (n0, w0, ...) and
-    the other levels' (L - 1, W, w, ...)."""
-    flat = x0.reshape((-1,) + x0.shape[2:])
-    if xs is not None:
-        flat = jnp.concatenate([flat, xs.reshape((-1,) + xs.shape[3:])])
-    return gather(flat, model.topology.sweep.dof_order)
+    each segment's (n, W, w, ...)."""
+    flat = [x0.reshape((-1,) + x0.shape[2:])] + [x.reshape((-1,) + x.shape[3:]) for x in xs]
+    return gather(jnp.concatenate(flat), model.topology.sweep.dof_order)
 
 
 def spd_inverse(D):

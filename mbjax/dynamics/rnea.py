@@ -11,7 +11,8 @@ from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
 from .bodies import body_terms, gravity_acceleration
-from .levels import T, coordinates, dot, gather, inertia_apply, joints, level_bodies, mv, parent_rows, routed, to_parents
+from .levels import (T, coordinates, dot, gather, inertia_apply, joints, level_bodies, mv, parent_rows, routed,
+                     segment_inputs, sweep_down, sweep_up, to_parents)
 
 
 def rnea_from(model: Model, tk, q, qd, qdd, f_ext=None):
@@ -54,7 +55,6 @@ def rnea_kernel(model: Model, q, qd, qdd, f_ext=None):
     qdd = jnp.pad(qdd, ((0, 1), (0, 0)))
     arm = jnp.pad(model.armature, (0, 1))[:, None]
     root = sw.root
-    n0 = len(root.bodies)
 
     def force(b, a_parent, dofs):
         a = a_parent + b.c + mv(T(b.S), gather(qdd, dofs))
@@ -64,25 +64,18 @@ def rnea_kernel(model: Model, q, qd, qdd, f_ext=None):
         return dot(b.S, F[:, None]) + gather(arm, dofs) * gather(qdd, dofs)
 
     a0, f0 = force(b0, gravity_acceleration(model)[None, :, None], root.dofs)
-    if rest is None:
-        return coordinates(model, torque(b0, f0, root.dofs), None)
-    P = jnp.asarray(sw.parent, dtype)
-    W = P.shape[-1]
+    rest = [b._replace(R=None, p=None, v=None) for b in rest]  # not needed below: keep them out of the loops
+    dofs = segment_inputs(model, "dofs")
+    f = sweep_down(model, lambda a_prev, b, dofs, P: force(b, parent_rows(P, a_prev), dofs), a0,
+                   [(b,) + d for b, d in zip(rest, dofs)])
 
-    def forward(a_prev, xs):
-        b, dofs, P = xs
-        return force(b, parent_rows(P, a_prev), dofs)
-
-    rest = rest._replace(R=None, p=None, v=None)  # not needed below: keep them out of the loops
-    _, f = jax.lax.scan(forward, jnp.zeros((W, 6, C), dtype).at[:n0].set(a0), (rest, sw.dofs, P))
-
-    def backward(acc, xs):
-        b, f, dofs, P = xs
+    def backward(acc, b, f, dofs, P):
         F = f + acc
         return to_parents(P, F), torque(b, F, dofs)
 
-    acc, taus = jax.lax.scan(backward, jnp.zeros((W, 6, C), dtype), (rest, f, sw.dofs, P), reverse=True)
-    return coordinates(model, torque(b0, f0 + acc[:n0], root.dofs), taus)
+    zero = lambda W: jnp.zeros((W, 6, C), dtype)  # noqa: E731
+    acc, taus = sweep_up(model, backward, zero, [(b, x) + d for b, x, d in zip(rest, f, dofs)])
+    return coordinates(model, torque(b0, f0 + (acc if rest else 0.0), root.dofs), taus)
 
 
 def _rnea_plain(model: Model, q, qd, qdd, f_ext=None):

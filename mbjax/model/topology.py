@@ -272,9 +272,9 @@ class Topology:
 
     @functools.cached_property
     def sweep(self):
-        """The levels below the roots, padded to one shape so that a pass over them is a
-        ``lax.scan`` (compiled once, whatever the depth): see :class:`Sweep`. ``None`` for a
-        model without bodies."""
+        """The levels below the roots, padded so that a pass over them is a ``lax.scan``
+        (compiled once, whatever the depth): to one shape, and in at most two segments padded
+        to their own widths. See :class:`Sweep`. ``None`` for a model without bodies."""
         levels, nb, nv = self.levels, self.nbodies, self.nv
         if not levels:
             return None
@@ -290,12 +290,50 @@ class Topology:
             body[d, :n] = lv.bodies
             parent[d, np.arange(n), lv.parent_pos] = 1.0
             dofs[d, :n, :wd] = lv.dofs
-        flat = np.concatenate([levels[0].dofs.reshape(-1), dofs.reshape(-1)])
-        order = np.empty(nv, dtype=np.int32)
-        for k, dof in enumerate(flat):
-            if dof < nv:
-                order[dof] = k
-        return Sweep(levels[0], body, parent, dofs, dofs == nv, order)
+        segments = _segments(levels, body, parent, dofs, nv)
+        flat = np.concatenate([levels[0].dofs.reshape(-1)] + [sg.dofs.reshape(-1) for sg in segments])
+        return Sweep(levels[0], body, parent, segments, _positions(flat, nv))
+
+
+def _positions(flat, nv):
+    """Position of each coordinate 0..nv-1 in a flat table padded with nv."""
+    order = np.empty(nv, dtype=np.int32)
+    for k, dof in enumerate(flat):
+        if dof < nv:
+            order[dof] = k
+    return order
+
+
+#: a split of the sweep must save at least this fraction of its padded slots
+SPLIT_GAIN = 0.2
+
+
+def _segments(levels, body, parent, dofs, nv):
+    """The sweep's levels in at most two runs, each padded only to its own widest level.
+
+    Every padded slot costs as much as a body in every pass, and a tree's levels differ in
+    width (talos_reduced: 3, 3, 5, 5, 4, 4, 2, 2, 2, 2 below the root, 50 slots padded to 5 for
+    32 bodies; [3 .. 4] and [2 .. 2] are 38). The split that saves the most slots is kept if it
+    saves at least :data:`SPLIT_GAIN` of them; a second run costs one more compiled scan body.
+    """
+    widths = [len(lv.bodies) for lv in levels[1:]]
+    L = len(widths)
+    if not L:
+        return ()
+    cost = lambda a, b: (b - a) * max(widths[a:b])  # noqa: E731
+    best = min(range(1, L), key=lambda k: cost(0, k) + cost(k, L), default=None)
+    bounds = [0, L]
+    if best is not None and cost(0, best) + cost(best, L) <= (1 - SPLIT_GAIN) * cost(0, L):
+        bounds = [0, best, L]
+    out, prev = [], len(levels[0].bodies)
+    for a, b in zip(bounds[:-1], bounds[1:]):
+        W = max(widths[a:b])
+        P = parent[a:b, :W, :W].copy()
+        entry = parent[a, :W, :prev]
+        P[0] = np.eye(W)
+        out.append(Segment(body[a:b, :W], P, entry, dofs[a:b, :W], dofs[a:b, :W] == nv))
+        prev = W
+    return tuple(out)
 
 
 class JointGroup(NamedTuple):
@@ -320,7 +358,8 @@ class Level:
 
 @dataclass(frozen=True, eq=False)
 class Sweep:
-    """Levels 1..L-1 padded to W bodies and w coordinates each, for ``lax.scan``.
+    """Levels 1..L-1 padded to W bodies each (``body``, ``parent``), and split into
+    :class:`Segment` runs padded to their own widths, w coordinates per body, for ``lax.scan``.
 
     Padding bodies have index nb, padding coordinates index nv. ``parent[d]`` is the one-hot
     (W x W) matrix with ``parent[d][k, j] = 1`` when slot j of level d is the parent of slot
@@ -331,9 +370,25 @@ class Sweep:
     root: Level
     body: np.ndarray  # (L-1, W)
     parent: np.ndarray  # (L-1, W, W)
-    dofs: np.ndarray  # (L-1, W, w)
-    pad: np.ndarray  # (L-1, W, w)
-    dof_order: np.ndarray  # (nv,) position of each coordinate in [root dofs, sweep dofs] flattened
+    segments: tuple  # the same levels in runs of :class:`Segment` (the batch-minor kernels' sweeps)
+    dof_order: np.ndarray  # (nv,) position of each coordinate in [root dofs, segments' dofs] flattened
+
+
+@dataclass(frozen=True, eq=False)
+class Segment:
+    """Consecutive levels padded to their own widest (W bodies): one ``lax.scan``.
+
+    ``entry`` (W x W') is the one-hot table of the first level's parents in the level above
+    (W' slots); the first level's ``parent`` is the identity, so that a pass gathers the
+    parents' rows once on entry (``entry @ x``) and sums into them once on exit
+    (``entry^T @ x``).
+    """
+
+    body: np.ndarray  # (n, W)
+    parent: np.ndarray  # (n, W, W)
+    entry: np.ndarray  # (W, W')
+    dofs: np.ndarray  # (n, W, w)
+    pad: np.ndarray  # (n, W, w)
 
 
 def _inverse_permutation(perm):
