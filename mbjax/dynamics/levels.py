@@ -210,8 +210,8 @@ def root_parent(model: Model, n, C, dtype):
 def sweep_down(model: Model, step, carry, xs):
     """Root to leaves: ``lax.scan(step, ...)`` over each segment of the sweep
     (:class:`mbjax.model.topology.Segment`). ``carry``: the root level's values (n0 rows);
-    ``xs``: one tuple of stacked per-level inputs per segment; ``step(carry, x, P)`` gets the
-    level's parent table P. Returns the outputs of each segment."""
+    ``xs``: one tuple of stacked per-level inputs per segment; ``step(carry, *inputs, P)``
+    gets one level's inputs and its parent table P. Returns the outputs of each segment."""
     outs = []
     for seg, x in zip(model.topology.sweep.segments, xs):
         E, P = (jnp.asarray(t, _dtype(carry)) for t in (seg.entry, seg.parent))
@@ -223,7 +223,7 @@ def sweep_down(model: Model, step, carry, xs):
 
 def sweep_up(model: Model, step, zero, xs):
     """Leaves to root: ``lax.scan(step, ..., reverse=True)`` over each segment, the last one
-    first. ``step(acc, x, P)`` returns (what the level passes to its parents, already summed
+    first. ``step(acc, *inputs, P)`` returns (what the level passes to its parents, summed
     into their slots with ``to_parents(P, .)``, and the level's output); ``zero(W)`` is the
     carry of a level without children. Returns what the roots receive (n0 rows) and the
     outputs of each segment."""
