@@ -1,8 +1,8 @@
 """The batch-minor kernels behind ``jax.vmap`` of aba, rnea and crba (mbjax/dynamics/levels.py).
 
 A vmap over states runs the level sweeps with the states in the last axis, in chunks (padded
-to a whole number of chunks); crba's batched path runs its matrix form in such chunks, so its
-row here checks the chunking. These tests check that path against the *matrix forms* of the
+to a whole number of chunks); crba's computes only the structurally nonzero entries of M, so
+its comparison with the full matrix also checks the zeros. These tests check that path against the *matrix forms* of the
 same quantities (``rnea_from`` and ``mass_matrix_from``: ancestor-matrix products, no level
 sweep) on a tree with every joint type, armature and external wrenches; with chunk sizes that
 leave a partial chunk; with arguments shared across the batch; nested vmaps and a vmap over

@@ -11,7 +11,8 @@ from ..kinematics import TreeKinematics, tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
 from .bodies import world_inertias
-from .levels import routed
+from .levels import (coordinates, dof_slots, dot, gather, inertia_apply, joints, level_bodies, routed, slots, sweep_up,
+                     to_parents)
 from .rnea import rnea_from
 
 
@@ -62,9 +63,42 @@ def cholesky_dynamics(model: Model, q, qd, tau, f_ext=None):
     return jax.scipy.linalg.cho_solve(chol, tau - h), chol
 
 
-#: the mass matrix without input checks; vmapped, it runs in cache-sized chunks of states
-#: (the matrix form beat the batch-minor level sweeps here: talos 29-32 against 38-40 µs)
-crba_fast = routed(None, lambda model, q: mass_matrix_from(model, tree_kinematics(model, q)))
+def crba_kernel(model: Model, q):
+    """M (nv, nv, C) for C states in the last axis (q (nq, C)), from the level sweep's poses
+    and subspaces (:mod:`.levels`), in world coordinates (RBDA Table 6.2, absolute form):
+
+      I^C_i = I_i + sum over the children j of I^C_j                      (leaves to root)
+      F_k = I^C_{body(k)} S_k,   M[k, l] = M[l, k] = S_l . F_k   (body(l) body(k) or an ancestor)
+
+    Only the structurally nonzero entries are computed (``Topology.mass_entries``); world
+    inertias add as they are, (m, h, I_O), and the composite masses do not depend on q.
+    """
+    topo = model.topology
+    C, dtype = q.shape[-1], q.dtype
+    if topo.sweep is None:  # nothing moves
+        return jnp.zeros((0, 0, C), dtype)
+    b0, rest = level_bodies(model, joints(model, q))
+    S = coordinates(model, b0.S, [b.S for b in rest])
+
+    def composite(acc, h, IO, P):
+        hC, IOC = h + acc[0], IO + acc[1]
+        return (to_parents(P, hC), to_parents(P, IOC)), (hC, IOC)
+
+    zero = lambda W: (jnp.zeros((W, 3, C), dtype), jnp.zeros((W, 3, 3, C), dtype))  # noqa: E731
+    acc, IC = sweep_up(model, composite, zero, [(b.inertia[1], b.inertia[2]) for b in rest])
+    own = b0.inertia[1:]
+    IC0 = own if not rest else (own[0] + acc[0], own[1] + acc[1])
+    at_dofs = lambda i: gather(slots(IC0[i], [x[i] for x in IC]), dof_slots(model))  # noqa: E731
+    mC = jnp.asarray(topo.dof_ancestors.T, dtype) @ model.mass
+    F = inertia_apply(mC[:, None, None], at_dofs(0), at_dofs(1), S)
+    k, l, index = topo.mass_entries
+    M = dot(gather(F, k), gather(S, l)) + jnp.where(k == l, gather(model.armature, k), 0.0)[:, None]
+    return gather(jnp.concatenate([M, jnp.zeros((1, C), dtype)]), index.reshape(-1)).reshape(topo.nv, topo.nv, C)
+
+
+#: the mass matrix without input checks: the matrix form for one state (fewer kernels), the
+#: batch-minor :func:`crba_kernel` when vmapped
+crba_fast = routed(crba_kernel, lambda model, q: mass_matrix_from(model, tree_kinematics(model, q)))
 
 
 @jax.jit

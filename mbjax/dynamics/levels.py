@@ -266,11 +266,27 @@ def level_bodies(model: Model, jt: Joints, qd=None):
     return b0, sweep_down(model, step, init, segment_inputs(model, "body", "dofs"))
 
 
+def slots(x0, xs, lead=1):
+    """The rows of every level in one array, in slot order: the root level's (n0, ...) and
+    each segment's (n, W, ...); ``lead=2`` for per-coordinate rows (n0, w0, ...), (n, W, w, ...)."""
+    flat = [x0.reshape((-1,) + x0.shape[lead:])] + [x.reshape((-1,) + x.shape[lead + 1:]) for x in xs]
+    return jnp.concatenate(flat)
+
+
+def dof_slots(model: Model):
+    """The slot of :func:`slots` that holds the body of each coordinate (nv,), static."""
+    topo = model.topology
+    sw = topo.sweep
+    bodies = np.concatenate([np.asarray(sw.root.bodies, np.int32)] + [seg.body.reshape(-1) for seg in sw.segments])
+    slot = np.empty(topo.nbodies + 1, np.int32)
+    slot[bodies] = np.arange(len(bodies))
+    return slot[topo.dof_body]
+
+
 def coordinates(model: Model, x0, xs):
     """Per-coordinate results (nv, ...) in q order, from the root level's (n0, w0, ...) and
     each segment's (n, W, w, ...)."""
-    flat = [x0.reshape((-1,) + x0.shape[2:])] + [x.reshape((-1,) + x.shape[3:]) for x in xs]
-    return gather(jnp.concatenate(flat), model.topology.sweep.dof_order)
+    return gather(slots(x0, xs, lead=2), model.topology.sweep.dof_order)
 
 
 def spd_inverse(D):

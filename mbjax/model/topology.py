@@ -234,6 +234,21 @@ class Topology:
         return below, above
 
     @functools.cached_property
+    def mass_entries(self):
+        """The structurally nonzero entries of the mass matrix, each once: ``(k, l, index)``
+        with M[k[e], l[e]] for body(l[e]) body(k[e]) or one of its ancestors (l[e] <= k[e] on
+        one body), and ``index`` (nv, nv) the entry e of M[i, j] and of M[j, i] (len(k) for
+        the zeros: coordinates on separate branches do not couple; Featherstone RBDA Sec. 6.3)."""
+        nv, body = self.nv, self.dof_body
+        below, _ = self.dof_pairs
+        order = np.arange(nv)
+        keep = (below > 0) & ((body[:, None] != body[None, :]) | (order[None, :] <= order[:, None]))
+        k, l = np.nonzero(keep)
+        index = np.full((nv, nv), len(k), dtype=np.int32)
+        index[k, l] = index[l, k] = np.arange(len(k))
+        return k.astype(np.int32), l.astype(np.int32), index
+
+    @functools.cached_property
     def has_bias(self):
         return any(j.has_bias for j in self.joints)
 
