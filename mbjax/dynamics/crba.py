@@ -11,7 +11,7 @@ from ..kinematics import TreeKinematics, tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
 from .bodies import world_inertias
-from .levels import (coordinates, dof_slots, dot, gather, inertia_apply, joints, level_bodies, routed, slots, sweep_up,
+from .levels import (body_slots, coordinates, dot, gather, inertia_apply, joints, level_bodies, routed, slots, sweep_up,
                      to_parents)
 from .rnea import rnea_from
 
@@ -88,7 +88,7 @@ def crba_kernel(model: Model, q):
     acc, IC = sweep_up(model, composite, zero, [(b.inertia[1], b.inertia[2]) for b in rest])
     own = b0.inertia[1:]
     IC0 = own if not rest else (own[0] + acc[0], own[1] + acc[1])
-    at_dofs = lambda i: gather(slots(IC0[i], [x[i] for x in IC]), dof_slots(model))  # noqa: E731
+    at_dofs = lambda i: gather(slots(IC0[i], [x[i] for x in IC]), body_slots(model)[topo.dof_body])  # noqa: E731
     mC = jnp.asarray(topo.dof_ancestors.T, dtype) @ model.mass
     F = inertia_apply(mC[:, None, None], at_dofs(0), at_dofs(1), S)
     k, l, index = topo.mass_entries

@@ -273,14 +273,14 @@ def slots(x0, xs, lead=1):
     return jnp.concatenate(flat)
 
 
-def dof_slots(model: Model):
-    """The slot of :func:`slots` that holds the body of each coordinate (nv,), static."""
+def body_slots(model: Model):
+    """The slot of :func:`slots` that holds each body (nb,), static."""
     topo = model.topology
     sw = topo.sweep
     bodies = np.concatenate([np.asarray(sw.root.bodies, np.int32)] + [seg.body.reshape(-1) for seg in sw.segments])
-    slot = np.empty(topo.nbodies + 1, np.int32)
+    slot = np.empty(topo.nbodies + 1, np.int32)  # entry nb: the padding slots
     slot[bodies] = np.arange(len(bodies))
-    return slot[topo.dof_body]
+    return slot[: topo.nbodies]
 
 
 def coordinates(model: Model, x0, xs):

@@ -14,8 +14,9 @@ and eliminating lambda_i updates the parent:
 At the roots the parent is the base, whose motion is already in gamma (Remark 3). Back down:
 lambda_i from x_p, then x_i. This is the articulated-body recursion written in Mufti's
 maximal coordinates: A_i is body i's articulated inertia (at its CoM), and the sparsity pattern
-(which block meets which) is static, so each level, the roots' included, is one step of a
-``lax.scan`` of a handful of batched 6 x 6 operations: two SPD inverses written out by 3 x 3
+(which block meets which) is static, so each level is one step of the tree's level sweep
+(:mod:`mbjax.dynamics.levels`, the roots' level on its own) of a handful of batched 6 x 6
+operations: two SPD inverses written out by 3 x 3
 blocks (``mbjax.linalg.spd_inverse``; LAPACK calls would cost dozens of XLA operations each)
 and four products (see ``_eliminate``). Keeping A_i and N_i exactly symmetric matters: in a
 deep chain, rounding asymmetry fed from level to level grows until it dominates.
@@ -27,6 +28,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..dynamics.levels import body_slots, parent_rows, slots, sweep_down, sweep_up, to_parents
 from ..linalg import spd_inverse
 from ..model.model import Model
 from ..model.tree import take
@@ -52,50 +54,35 @@ def _back(x_parent, Ya, Z):
     return Ya[..., 6] + jnp.einsum("nij,nj->ni", Ya[..., :6], lam), lam
 
 
-def _levels(model: Model):
-    """Static tables of all depth levels, the roots' included, padded to W bodies: the body
-    in each slot (nb for padding), the one-hot parent matrices (zero for the roots, whose
-    parent is the base) and the position of every body in the flattened table."""
-    sw = model.topology.sweep
-    W = sw.body.shape[1]  # the widest level, the roots' included
-    roots = np.full((1, W), model.nbodies, np.int32)
-    roots[0, : len(sw.root.bodies)] = sw.root.bodies
-    body = np.concatenate([roots, sw.body.reshape(-1, W)])
-    parent = np.concatenate([np.zeros((1, W, W)), sw.parent.reshape(-1, W, W)])
-    order = np.empty(model.nbodies, dtype=np.int32)
-    for k, b in enumerate(body.reshape(-1)):
-        if b < model.nbodies:
-            order[b] = k
-    return body, parent, order
-
-
 def solve_sparse_kkt(model: Model, ne: NewtonEuler):
-    """Accelerations x (nb, 6) and multipliers lambda (nb, 6) by tree-ordered elimination."""
+    """Accelerations x (nb, 6) and multipliers lambda (nb, 6) by tree-ordered elimination:
+    the levels of the tree's sweep (:func:`mbjax.dynamics.levels.sweep_up` and ``sweep_down``),
+    then the roots, whose parent is the base (its motion is already in gamma)."""
     dtype = ne.M.dtype
-    body, parent, order = _levels(model)
-    P = jnp.asarray(parent, dtype)
+    sw = model.topology.sweep
     pad_row = lambda x, fill=0.0: jnp.concatenate([x, jnp.full((1,) + x.shape[1:], fill, x.dtype)])  # noqa: E731
     # padding slots: an identity block and only padded constraint rows
     Mu = jnp.concatenate([ne.M, ne.u_total[..., None]], -1)  # (A | u~) before the children's share
     Mu = jnp.concatenate([Mu, jnp.eye(6, 7, dtype=dtype)[None]])
     pad = jnp.asarray(np.concatenate([~ne.active, np.ones((1, 6), bool)]), dtype)
+    data = (Mu, pad_row(ne.G_child), pad_row(ne.G_parent), pad_row(ne.gamma), pad)
     # per-level data gathered once, outside the sweeps
-    levels = [take(X, body) for X in (Mu, pad_row(ne.G_child), pad_row(ne.G_parent), pad_row(ne.gamma), pad)]
+    at = lambda body: tuple(take(X, body) for X in data)  # noqa: E731
 
-    def backward(acc, xs):
-        (Mul, Gcl, Gpl, gl, pl), parent = xs
+    def backward(acc, Mul, Gcl, Gpl, gl, pl, P):
         up, saved = _eliminate(Mul + acc, Gcl, Gpl, gl, pl)
-        return jnp.einsum("kj,k...->j...", parent, up), saved
+        return to_parents(P, up), saved
 
-    W = body.shape[1]
-    _, saved = jax.lax.scan(backward, jnp.zeros((W, 6, 7), dtype), (levels, P), reverse=True)
+    zero = lambda W: jnp.zeros((W, 6, 7), dtype)  # noqa: E731
+    acc, saved = sweep_up(model, backward, zero, [at(seg.body) for seg in sw.segments])
+    Mu0, *rest = at(np.asarray(sw.root.bodies, np.int32))
+    _, saved0 = _eliminate(Mu0 + (acc if saved else 0.0), *rest)
 
-    def forward(x_prev, xs):
-        parent, (Ya, Z) = xs
-        x, lam = _back(parent @ x_prev, Ya, Z)
+    def forward(x_prev, Ya, Z, P):
+        x, lam = _back(parent_rows(P, x_prev), Ya, Z)
         return x, jnp.concatenate([x, lam], -1)
 
-    # the roots' parent is the base, whose motion is already in gamma (zero parent matrix)
-    _, xl = jax.lax.scan(forward, jnp.zeros((W, 6), dtype), (P, saved))
-    xl = take(xl.reshape(-1, 12), order)
+    x0, lam0 = _back(jnp.zeros((len(sw.root.bodies), 6), dtype), *saved0)
+    xl = sweep_down(model, forward, x0, saved)
+    xl = take(slots(jnp.concatenate([x0, lam0], -1), xl), body_slots(model))
     return xl[:, :6], xl[:, 6:]

@@ -288,8 +288,8 @@ class Topology:
     @functools.cached_property
     def sweep(self):
         """The levels below the roots, padded so that a pass over them is a ``lax.scan``
-        (compiled once, whatever the depth): to one shape, and in at most two segments padded
-        to their own widths. See :class:`Sweep`. ``None`` for a model without bodies."""
+        (compiled once, whatever the depth): in at most two segments, each padded to its own
+        width. See :class:`Sweep`. ``None`` for a model without bodies."""
         levels, nb, nv = self.levels, self.nbodies, self.nv
         if not levels:
             return None
@@ -307,7 +307,7 @@ class Topology:
             dofs[d, :n, :wd] = lv.dofs
         segments = _segments(levels, body, parent, dofs, nv)
         flat = np.concatenate([levels[0].dofs.reshape(-1)] + [sg.dofs.reshape(-1) for sg in segments])
-        return Sweep(levels[0], body, parent, segments, _positions(flat, nv))
+        return Sweep(levels[0], segments, _positions(flat, nv))
 
 
 def _positions(flat, nv):
@@ -373,19 +373,17 @@ class Level:
 
 @dataclass(frozen=True, eq=False)
 class Sweep:
-    """Levels 1..L-1 padded to W bodies each (``body``, ``parent``), and split into
-    :class:`Segment` runs padded to their own widths, w coordinates per body, for ``lax.scan``.
+    """The root level, and levels 1..L-1 in :class:`Segment` runs, each padded to its own
+    width (W bodies, w coordinates per body), for ``lax.scan``.
 
-    Padding bodies have index nb, padding coordinates index nv. ``parent[d]`` is the one-hot
-    (W x W) matrix with ``parent[d][k, j] = 1`` when slot j of level d is the parent of slot
-    k of level d + 1: a product with it gathers parents' rows, with its transpose it sums
+    Padding bodies have index nb, padding coordinates index nv. A level's ``parent`` is the
+    one-hot (W x W) matrix with ``parent[k, j] = 1`` when slot j of the level above is the
+    parent of slot k: a product with it gathers parents' rows, with its transpose it sums
     children's rows into their parents.
     """
 
     root: Level
-    body: np.ndarray  # (L-1, W)
-    parent: np.ndarray  # (L-1, W, W)
-    segments: tuple  # the same levels in runs of :class:`Segment` (the batch-minor kernels' sweeps)
+    segments: tuple  # runs of :class:`Segment` (the recursive algorithms' sweeps)
     dof_order: np.ndarray  # (nv,) position of each coordinate in [root dofs, segments' dofs] flattened
 
 
