@@ -72,7 +72,7 @@ class KaneTree:
 
     @functools.cached_property
     def topology(self) -> Topology:
-        """The tree as an mbjax Topology (used for its tree relations only)."""
+        """The tree as an mbjax Topology (for its tree relations: the ancestor matrix)."""
         nb = self.nbodies
         return Topology("kane", tuple(self.body_names), tuple(self.parents), tuple(self.body_names),
                         ("building_block",) * nb, (), ())
@@ -136,16 +136,12 @@ class KaneTree:
         return self._has(BODY_TRANSLATION)
 
     def _chains(self, restart):
-        nb = self.nbodies
-        C = np.zeros((nb, nb))
-        for b in range(nb):
-            a = b
-            while a >= 0:
-                C[b, a] = 1.0
-                if restart[a]:
-                    break
-                a = self.parents[a]
-        return C
+        """C[b, a] = 1 for a = b or an ancestor of b with no restarting body on the path from
+        b up to a, a excluded: the ancestor matrix A less what a restart r blocks,
+        A @ diag(restart) @ (A - E)."""
+        A = self.topology.ancestors
+        blocked = A @ np.diag(np.asarray(restart, float)) @ (A - np.eye(self.nbodies))
+        return A * (blocked == 0)
 
     @functools.cached_property
     def rotation_chain(self) -> np.ndarray:
