@@ -20,8 +20,8 @@ from .dynamics.bodies import external_forces_or_zero
 from .dynamics.crba import crba_fast
 from .dynamics.protocol import Dynamics
 from .dynamics.rnea import rnea_fast
-from .formulations.dynamics import METHODS as MAXIMAL_METHODS
-from .formulations.dynamics import forward_dynamics_maximal
+from .formulations.forward import METHODS as MAXIMAL_METHODS
+from .formulations.forward import forward_dynamics_maximal
 from .formulations.free_floating import check_free_floating, momentum_forward_dynamics_from
 from .kane.models import kane_forward_dynamics_from
 from .kinematics import tree_kinematics

@@ -19,8 +19,8 @@ import pytest
 import mbjax
 from mbjax import constraints as C
 from mbjax.configuration import integrate_from
-from mbjax.constraints.dynamics import constrained_dynamics_from
-from mbjax.constraints.kinematics import jacobian_from, loop_kinematics_from, residual_from
+from mbjax.constraints.closed_chain import constrained_dynamics_from
+from mbjax.constraints.closure_kinematics import jacobian_from, loop_kinematics_from, residual_from
 from mbjax.constraints.solvers import solve
 from mbjax.dynamics.crba import mass_matrix_from
 from mbjax.dynamics.rnea import rnea_from
@@ -90,7 +90,7 @@ def test_loop_kinematics_and_solvers_on_every_joint_type():
         # damping 1e-15: the damped solve is within ~damping cond(A M^-1 A^T) of the exact one
         results = {m: solve(m, M, f, lk.jacobian, lk.gamma, 1e-10, 1e-15) for m in C.METHODS}
         # wrench identity: Phi_q^T lam = sum_i (J_b - J_a)^T f_i, world-frame wrenches at the origin
-        Ra, pa, Rb, pb = C.kinematics.joint_frame_poses(model, cl, tk)
+        Ra, pa, Rb, pb = C.closure_kinematics.joint_frame_poses(model, cl, tk)
         f_world = mbjax.spatial.transform_force(Rb, pb, ref.wrench)
         frames = jnp.asarray([model.frame_index(n) for n in model.body_names])
         J = jax.vmap(lambda f: frame_jacobian_from(model, tk, f, "world"))(frames)

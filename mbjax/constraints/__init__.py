@@ -5,8 +5,8 @@ from .closures import JOINT_ROWS, LoopClosureBuilder, LoopClosures
 from .huang import HuangJoints, huang_joints, huang_system
 from .huang_models import DOUBLE_PENDULUM, STEWART_PRINTED, huang_double_pendulum, stewart_platform
 from .stepping import STEP_METHODS, StepResult, rollout, step
-from .dynamics import ClosedChainDynamics, ConstrainedDynamics, constrained_forward_dynamics, constrained_vector_field
-from .kinematics import loop_jacobian, loop_kinematics, loop_residual
+from .closed_chain import ClosedChainDynamics, ConstrainedDynamics, constrained_forward_dynamics, constrained_vector_field
+from .closure_kinematics import loop_jacobian, loop_kinematics, loop_residual
 from .mechanisms import four_bar, slider_crank
 from .solvers import METHODS
 from ..dynamics.stabilization import baumgarte, critical

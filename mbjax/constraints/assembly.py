@@ -20,9 +20,9 @@ from ..checks import check_nonnegative, check_state, default_tolerance
 from ..configuration import integrate_from
 from ..model.model import Model
 from .closures import LoopClosures
-from .dynamics import check_closures
+from .closed_chain import check_closures
 from ..kinematics import tree_kinematics
-from .kinematics import jacobian_from, residual_from
+from .closure_kinematics import jacobian_from, residual_from
 
 _STEPS = 0.5 ** jnp.arange(8.0)  # line-search step sizes
 # orders of magnitude of the residual named in assemble's error messages

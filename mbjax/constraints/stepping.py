@@ -39,9 +39,9 @@ from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..simulation.trajectory import Trajectory
 from .closures import LoopClosures
-from .dynamics import check_closures, constrained_dynamics_from
+from .closed_chain import check_closures, constrained_dynamics_from
 from .huang import applied_loads, huang_joints, joint_wrenches, step_bodies
-from .kinematics import residual_from
+from .closure_kinematics import residual_from
 from .solvers import METHODS
 
 #: the methods of :func:`step`

@@ -10,7 +10,7 @@ Public entry points: :func:`maximal_state`, :func:`joint_state`, :func:`maximal_
 method="kkt" | "sparse_kkt" | "schur" | "barycentric")`` uses them from a joint-space state.
 """
 
-from .dynamics import METHODS, constraint_violation, maximal_dynamics, maximal_state_derivative
+from .forward import METHODS, constraint_violation, maximal_dynamics, maximal_state_derivative
 from .maximal import MaximalState, PrescribedBase, joint_state, maximal_state
 from .newton_euler import MaximalSolution
 

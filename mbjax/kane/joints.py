@@ -31,7 +31,7 @@ import numpy as np
 
 from .. import spatial
 
-#: kinds of generalized speed (see mbjax.kane.kinematics):
+#: kinds of generalized speed (see mbjax.kane.partial_velocities):
 #: u = q' of a rotation about an axis fixed in the parent (or the previous rotation's frame)
 ROTATION = "rotation"
 #: u = q' of a translation along a direction fixed in the parent

@@ -40,9 +40,9 @@ from ..kinematics import body_velocities_from, tree_kinematics
 from ..model.builder import ModelBuilder
 from ..model.model import Model
 from ..model.tree import take
-from .dynamics import force_array_from, mass_matrix_from, world_inertias
+from .equations import force_array_from, mass_matrix_from, world_inertias
 from .joints import BODY_ROTATION, BODY_TRANSLATION, ROTATION, TRANSLATION
-from .kinematics import kane_kinematics_from, system_kinematics
+from .partial_velocities import kane_kinematics_from, system_kinematics
 from .system import KaneSystem
 
 _R, _T, _BR, _BT = ROTATION, TRANSLATION, BODY_ROTATION, BODY_TRANSLATION

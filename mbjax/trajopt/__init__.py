@@ -23,7 +23,7 @@ from .problem import TrajectoryProblem
 from .shooting import MultipleShooting, ShootingNodes, SingleShooting
 from .solution import Solution
 from .solve import best_restart, solve, solve_restarts
-from .terms import Effort, PathCost, PositionLimits, Rollout, TerminalState, Term, TorqueLimits, VelocityLimits
+from .costs import Effort, PathCost, PositionLimits, Rollout, TerminalState, Term, TorqueLimits, VelocityLimits
 
 __all__ = [
     "AugmentedLagrangian", "Effort", "KnotControls", "MultipleShooting", "Multipliers", "PathCost", "Penalty",

@@ -17,7 +17,7 @@ from ..simulation.trajectory import Trajectory
 from ..methods import as_dynamics
 from ..simulation.vector_field import vector_field
 from .controls import KnotControls
-from .terms import Rollout, Term, Limits
+from .costs import Rollout, Term, Limits
 
 
 class TrajectoryProblem(eqx.Module):
@@ -28,7 +28,7 @@ class TrajectoryProblem(eqx.Module):
 
     - ``model``, ``q0`` (nq,), ``qd0`` (nv,): the system and its initial state.
     - ``duration``: the horizon T (s); ``knots``: K torque knots evenly spaced over it.
-    - ``costs``, ``constraints``: sequences of terms (:mod:`mbjax.trajopt.terms`): e.g.
+    - ``costs``, ``constraints``: sequences of terms (:mod:`mbjax.trajopt.costs`): e.g.
       ``costs=[Effort()]``, ``constraints=[TerminalState(q_goal, qd_goal), TorqueLimits()]``.
     - ``actuated``: joint names or velocity indices that get a torque (default: every joint but
       a free-floating base); the others get zero (an acrobot, a satellite's base).

@@ -21,7 +21,7 @@ import jax.numpy as jnp
 from ..configuration import difference_from, normalize
 from ..simulation.trajectory import Trajectory
 from .problem import TrajectoryProblem
-from .terms import Rollout
+from .costs import Rollout
 
 
 def _knot_values(problem: TrajectoryProblem, u):

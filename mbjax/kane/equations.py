@@ -20,7 +20,7 @@ import jax
 import jax.numpy as jnp
 
 from .. import spatial
-from .kinematics import KaneKinematics, coordinate_rates_from, system_kinematics
+from .partial_velocities import KaneKinematics, coordinate_rates_from, system_kinematics
 from .system import KaneSystem, check_system_state, composite_bodies
 
 

@@ -27,7 +27,7 @@ from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..configuration import configuration_rate
 from .closures import LoopClosures
-from .kinematics import loop_kinematics_from
+from .closure_kinematics import loop_kinematics_from
 from .solvers import METHODS, solve
 from ..dynamics.stabilization import baumgarte
 
