@@ -309,3 +309,14 @@ FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitter
 def jit_fast_compile(f, **kwargs):
     """``jax.jit`` with :data:`FAST_COMPILE`."""
     return jax.jit(f, compiler_options=FAST_COMPILE, **kwargs)
+
+
+def fast_compile_env(env: dict) -> dict:
+    """A copy of the environment ``env`` whose ``XLA_FLAGS`` also set :data:`FAST_COMPILE`'s
+    options (those they do not set already), for the Python subprocesses that run the examples
+    and the documentation's code."""
+    flags = env.get("XLA_FLAGS", "")
+    for option, value in FAST_COMPILE.items():
+        if option not in flags:
+            flags += f" --{option}={str(value).lower()}"
+    return {**env, "XLA_FLAGS": flags.strip()}

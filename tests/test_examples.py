@@ -2,9 +2,12 @@
 bundled models.
 
 The scripts run as subprocesses, one per core at a time, all queued when the first of them is
-needed. Their time is almost all XLA compilation, so they run with XLA's backend optimisation
-level 0 (about 40 % less compile time on CPU; these are smoke tests, not benchmarks), and with
-MBJAX_QUICK=1, which notebooks read to run smaller batches.
+needed. Their time is mostly XLA compilation, so they run with random_models.FAST_COMPILE's
+options, XLA's backend optimisation level 0 and the classic loop emitters instead of the fusion
+emitters (these are smoke tests, not benchmarks), and with MBJAX_QUICK=1, which notebooks read
+to run smaller batches. Measured one script at a time, all of them took 552 CPU-s so, against
+742 with the fusion emitters (at level 0, except the five with hundreds of optimiser steps, at
+XLA's default level, which was faster for them then: those five now take 22-31 % less).
 
 Each example runs with ``--quick --out NAME`` (NAME: its key in SCRIPTS, a folder in the run's
 directory) and the tests read its results from ``NAME/summary.json``, not from its printed text.
@@ -27,6 +30,7 @@ import pytest
 
 import mbjax
 from mbjax import cli
+from random_models import fast_compile_env
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 900  # per script; generous for a loaded CI machine
@@ -119,12 +123,6 @@ SCRIPTS = {
                                               script="panda_point_to_point"), HAS_ERD, "needs example-robot-data"),
 }
 
-#: scripts whose run time outweighs their compile time (hundreds of optimiser steps): they keep
-#: XLA's default optimisation (measured: swing_up --quick 103 CPU-s against 141 at level 0)
-RUN_TIME_BOUND = {"swing_up", "free_floating_reorientation", "notebook_trajectory_optimisation", "panda_point_to_point",
-                  "panda_point_to_point_float32"}
-
-
 class _Launched:
     """The scripts, run ``os.cpu_count()`` at a time in the background (a thread pool of
     subprocesses), in the order of SCRIPTS; each has TIMEOUT_S from its own start.
@@ -135,7 +133,7 @@ class _Launched:
 
     def __init__(self, workdir: Path):
         self.workdir = workdir
-        self.env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1", MBJAX_QUICK="1")
+        self.env = fast_compile_env(dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1", MBJAX_QUICK="1"))
         self.pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
         self.procs = []
         self.futures = {name: self.pool.submit(self._once, name, args)
@@ -153,13 +151,8 @@ class _Launched:
     def _run(self, name, args):
         log = self.workdir / f"{name}.log"
         with open(log, "w", encoding="utf-8") as out:
-            # conftest turns XLA's optimisation down (compile time dominates the tests); the
-            # run-time-bound scripts get it back
-            flags = self.env.get("XLA_FLAGS", "")
-            if name in RUN_TIME_BOUND:
-                flags = flags.replace("--xla_backend_optimization_level=0", "")
-            proc = subprocess.Popen([sys.executable, *args], cwd=self.workdir, env={**self.env, "XLA_FLAGS": flags.strip()},
-                                    stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+            proc = subprocess.Popen([sys.executable, *args], cwd=self.workdir, env=self.env, stdout=out,
+                                    stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
             self.procs.append(proc)
             try:
                 rc = proc.wait(timeout=TIMEOUT_S)
