@@ -17,7 +17,7 @@ knots) minimise the effort integral of |tau(t)|^2 subject to ``TerminalState`` o
 angles and rates (dofs 0, 2, 4): with the loops closed they determine the configuration and
 the velocity of every body near the goal, and asking for more (e.g. the platform's six
 coordinates as well) makes the constraint Jacobian rank deficient. The dynamics are the closed
-chain's, ``mbjax.ClosedChainDynamics(closures, alpha, beta)``: the tree's equations with the
+chain's, ``mbjax.ClosedChainDynamics(closures, alpha=alpha, beta=beta)``: the tree's equations with the
 loop constraints at acceleration level (Mufti's Eq. 73, a KKT solve per evaluation) and
 critically damped Baumgarte stabilisation (``mbjax.constraints.critical``), integrated with
 fixed Tsit5 steps (the problem runs it without its rank check: a trial step of the optimiser

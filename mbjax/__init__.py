@@ -6,6 +6,7 @@ The whole public API is re-exported here; see README.md for conventions.
 from . import checks, constraints, spatial
 from .constraints import (
     ClosedChainDynamics,
+    ClosureSolver,
     ConstrainedDynamics,
     LoopClosureBuilder,
     LoopClosures,
@@ -18,7 +19,7 @@ from .constraints import (
     project_velocity,
 )
 from .constraints import StepResult, huang_double_pendulum, huang_system, stewart_platform
-from .animate import animate
+from .animation import animate
 from .configuration import difference, integrate, neutral, normalize, random_configuration
 from .dynamics.aba import aba
 from .dynamics.crba import crba
@@ -120,7 +121,7 @@ __all__ = [
     # closed chains (mbjax.constraints)
     "constraints", "ConstrainedDynamics", "LoopClosureBuilder", "LoopClosures", "assemble",
     "constrained_forward_dynamics", "constrained_vector_field", "loop_jacobian", "loop_kinematics",
-    "loop_residual", "project_velocity", "ClosedChainDynamics",
+    "loop_residual", "project_velocity", "ClosedChainDynamics", "ClosureSolver",
     # Kane's method with building-block joints (Sayers 1991, mbjax.kane)
     "kane", "BuildingBlockJoint", "KaneBuilder", "KaneSystem", "kane_dynamics", "kane_kinetic_energy", "kane_momentum",
     # Huang's singularity-free stepper (Huang et al. 2000)

@@ -382,7 +382,7 @@ def cmd_simulate(args) -> int:
         traj.plot(args.plot, model=model)
         print(f"plot      {os.path.abspath(args.plot)}")
     if args.animate:
-        from .animate import animate
+        from .animation import animate
 
         animate(model, traj.ts, traj.q, args.animate)
         print(f"animation {os.path.abspath(args.animate)}")

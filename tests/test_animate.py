@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import mbjax
-from mbjax.animate import animate
+from mbjax.animation import animate
 
 pytest.importorskip("matplotlib", reason="animations need matplotlib (pip install mbjax[plot])")
 Image = pytest.importorskip("PIL.Image", reason="the GIF writer needs Pillow (installed with matplotlib)")

@@ -85,7 +85,7 @@ def test_hook_is_part_of_the_trajectory_problem_and_bad_input():
     problem = trajopt.TrajectoryProblem(model, jnp.zeros(3), jnp.zeros(3), 1.0, 3, actuated=[0],
                                         costs=[trajopt.Effort()], method=hook)
     assert any(leaf is cl.translation_a for leaf in jax.tree.leaves(problem))
-    assert hook.checked and not problem.method.checked and problem.method.alpha == 1.0
+    assert hook.checked and not problem.method.checked and problem.method.solver.alpha == 1.0
     # the parallelogram four-bar at its change point (all links along x): Phi_q loses rank
     q, qd = jnp.zeros(3), jnp.array([1.0, -1.0, 1.0])
     with pytest.raises(Exception, match="rank-deficient"):
@@ -105,3 +105,9 @@ def test_hook_is_part_of_the_trajectory_problem_and_bad_input():
         mbjax.ClosedChainDynamics(model)
     with pytest.raises(ValueError, match="unknown constrained-dynamics method"):
         mbjax.ClosedChainDynamics(cl, method="lu")
+    with pytest.raises(TypeError, match="not both"):
+        mbjax.ClosedChainDynamics(cl, mbjax.ClosureSolver(), alpha=1.0)
+    with pytest.raises(TypeError, match="rcnod"):
+        mbjax.constrained_forward_dynamics(model, cl, jnp.zeros(3), jnp.zeros(3), jnp.zeros(3), rcnod=1e-3)
+    with pytest.raises(TypeError, match="Huang's stepper takes no solver options"):
+        mbjax.constraints.step(model, cl, jnp.zeros(3), jnp.zeros(3), jnp.zeros(3), 1e-3, alpha=1.0)

@@ -85,7 +85,7 @@ def test_loop_kinematics_and_solvers_on_every_joint_type():
         # Phi(q (+) s e_k) for every coordinate k and step s; Phi(q (+) s qd)
         cols = jax.vmap(lambda s: jax.vmap(lambda e: phi_at(s * e))(jnp.eye(model.nv)))(steps)
         line = jax.vmap(lambda s: phi_at(s * qd))(steps)
-        ref = constrained_dynamics_from(model, cl, q, qd, tau, None, "kkt", 0.0, 0.0, 1e-10, 1e-12)
+        ref = constrained_dynamics_from(model, cl, q, qd, tau, None, C.ClosureSolver())
         M, f = mass_matrix_from(model, tk), tau - rnea_from(model, tk, q, qd, jnp.zeros_like(qd))
         # damping 1e-15: the damped solve is within ~damping cond(A M^-1 A^T) of the exact one
         results = {m: solve(m, M, f, lk.jacobian, lk.gamma, 1e-10, 1e-15) for m in C.METHODS}

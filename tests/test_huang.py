@@ -22,7 +22,7 @@ def _masked_rollout(model, closures, q0, qd0, tau, dt, n, nmax):
     """``n`` Huang steps of ``dt`` inside a scan of ``nmax`` (so runs with different dt vmap)."""
 
     def body(state, k):
-        out = step_from(model, closures, *state, tau, dt, None, "huang", 0.0, 0.0, 1e-10, 1e-12)
+        out = step_from(model, closures, *state, tau, dt, None, None)
         return jax.tree.map(lambda new, old: jnp.where(k < n, new, old), (out.q, out.qd), state), None
 
     return jax.lax.scan(body, (q0, qd0), jnp.arange(nmax))[0]
@@ -69,8 +69,8 @@ def test_reactions_match_newton(pendulum):
     model, *_ = pendulum
     q, qd = jnp.array([0.7, -0.4]), jnp.array([1.5, -2.0])
     exact = _exact_reactions(model, q, qd)
-    huang = jax.jit(jax.vmap(lambda dt: step_from(model, None, q, qd, jnp.zeros(2), dt, None, "huang", 0.0, 0.0,
-                                                  1e-10, 1e-12).joint_wrench))(jnp.array([1e-3, 5e-4]))
+    huang = jax.jit(jax.vmap(lambda dt: step_from(model, None, q, qd, jnp.zeros(2), dt, None, None).joint_wrench))(
+        jnp.array([1e-3, 5e-4]))
     err = np.abs(np.asarray(huang[:, :, :3]) - np.asarray(exact)[None]).max(axis=(1, 2))
     # on the constraint manifold the point-coincidence rows are exact second-order Taylor
     # polynomials, so Q is the exact reaction at the start of the step, whatever dt; what is

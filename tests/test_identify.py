@@ -19,7 +19,7 @@ from mbjax import identify
 from mbjax.dynamics.passive import passive_forces_from
 from mbjax.dynamics.rnea import rnea_from
 from mbjax.identify.consistent import _loss, _setup
-from mbjax.identify.regressor import regressor_from
+from mbjax.identify.inverse_dynamics import regressor_from
 from mbjax.kinematics import tree_kinematics
 from random_models import TreeSpec, assert_close, build_batch, jit_fast_compile, random_configurations, unstack
 

@@ -25,7 +25,7 @@ import mbjax
 from mbjax.kane import (KaneBuilder, coordinate_rates, composite_bodies, kane_dynamics, kane_kinetic_energy,
                         kane_momentum, kinematical_equations, satellite, state_to_model, to_model)
 from mbjax.kane.joints import BuildingBlockJoint, joint_motion, nominal_orientation
-from mbjax.kane.satellite import PARAMETERS, p1
+from mbjax.kane.sayers_satellite import PARAMETERS, p1
 from random_models import (TreeSpec, assert_close, build_batch, hypothesis_settings, jit_fast_compile, richardson,
                            tree_specs)
 

@@ -33,7 +33,7 @@ LAYERS = (
     ("mbjax.methods", "mbjax.simulation"),
     ("mbjax.constraints",),
     ("mbjax.identify", "mbjax.trajopt"),
-    ("mbjax.animate", "mbjax.interop", "mbjax.cli", "mbjax.__main__", "mbjax"),
+    ("mbjax.animation", "mbjax.interop", "mbjax.cli", "mbjax.__main__", "mbjax"),
 )
 
 def _modules():
@@ -126,3 +126,21 @@ def test_no_private_names_across_modules():
 
 def _is_package(name):
     return (PACKAGE.parent / name.replace(".", "/") / "__init__.py").exists()
+
+
+def test_no_module_is_shadowed_by_an_export():
+    """``package.name`` is the module ``name`` or nothing: a package exporting a function under
+    one of its modules' names hides that module from ``import package.name as m`` readers."""
+    import importlib
+    import types
+
+    shadowed = []
+    for name, path in _modules().items():
+        if path.name != "__init__.py":
+            continue
+        package = importlib.import_module(name)
+        for child in path.parent.glob("*.py"):
+            value = getattr(package, child.stem, None)
+            if child.stem != "__init__" and value is not None and not isinstance(value, types.ModuleType):
+                shadowed.append(f"{name}.{child.stem}")
+    assert not shadowed, "modules hidden by a same-named export (rename the module): " + ", ".join(shadowed)

@@ -8,6 +8,6 @@ from .stepping import STEP_METHODS, StepResult, rollout, step
 from .closed_chain import ClosedChainDynamics, ConstrainedDynamics, constrained_forward_dynamics, constrained_vector_field
 from .closure_kinematics import loop_jacobian, loop_kinematics, loop_residual
 from .mechanisms import four_bar, slider_crank
-from .solvers import METHODS
+from .solvers import METHODS, ClosureSolver
 from ..dynamics.stabilization import baumgarte, critical
 from .mjcf import load_mjcf_with_closures

@@ -19,7 +19,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..checks import check_external_forces, check_nonnegative, check_state
+from ..checks import check_external_forces, check_state
 from ..dynamics.crba import mass_matrix_from
 from ..dynamics.protocol import Dynamics
 from ..dynamics.rnea import rnea_from
@@ -28,8 +28,7 @@ from ..model.model import Model
 from ..configuration import configuration_rate
 from .closures import LoopClosures
 from .closure_kinematics import loop_kinematics_from
-from .solvers import METHODS, solve
-from ..dynamics.stabilization import baumgarte
+from .solvers import ClosureSolver
 
 
 class ConstrainedDynamics(eqx.Module):
@@ -61,17 +60,14 @@ def check_closures(model: Model, closures: LoopClosures):
         )
 
 
-def constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha, beta, rcond, damping, checked=True):
+def constrained_dynamics_from(model, closures, q, qd, tau, f_ext, solver: ClosureSolver, checked=True):
     """:func:`constrained_forward_dynamics` without input checks (``checked=False``: nor the
     solver's rank check)."""
     tk = tree_kinematics(model, q)
     M = mass_matrix_from(model, tk)
     h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
     lk = loop_kinematics_from(model, closures, tk, q, qd)
-    b = baumgarte(lk.gamma, lk.phi_dot, lk.phi, alpha, beta)  # Remark 4
-    rcond = check_nonnegative(rcond, "rcond (the relative rank threshold) must be >= 0")
-    damping = check_nonnegative(damping, "damping (the damped solver's regularisation) must be >= 0")
-    qdd, lam = solve(method, M, tau - h, lk.jacobian, b, rcond, damping, checked)
+    qdd, lam = solver(M, tau - h, lk.jacobian, lk.gamma, lk.phi_dot, lk.phi, checked)
     # w_l = sum over the rows c of closure l of W[c] lam[c]
     rows = np.asarray(closures.row_loops, np.int32)
     wrench = jax.ops.segment_sum(lk.wrench_map * lam[:, None], rows, closures.nloops, indices_are_sorted=True)
@@ -79,43 +75,26 @@ def constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha,
 
 
 @eqx.filter_jit
-def constrained_forward_dynamics(
-    model: Model,
-    closures: LoopClosures,
-    q,
-    qd,
-    tau,
-    f_ext=None,
-    *,
-    method: str = "kkt",
-    alpha=0.0,
-    beta=0.0,
-    rcond=1e-10,
-    damping=1e-12,
-) -> ConstrainedDynamics:
+def constrained_forward_dynamics(model: Model, closures: LoopClosures, q, qd, tau, f_ext=None,
+                                 **options) -> ConstrainedDynamics:
     """Accelerations and loop forces of a tree closed by cut joints.
 
     **Arguments:**
 
     - ``q`` (nq,), ``qd`` (nv,), ``tau`` (nv,); ``f_ext`` (nbodies, 6) optional external
       wrenches on the bodies (body axes, about the body origin).
-    - ``method``: ``"kkt"`` (dense Lagrangian matrix, Eq. 73), ``"schur"`` (multipliers
-      first, Eq. A-3...A-5), ``"nullspace"`` (reduced coordinates by QR, Eq. A-6) — these three
-      need independent constraints and raise a clear error otherwise — ``"svd"`` (rank-
-      deficient constraints, Eq. A-7...A-12) or ``"damped"`` (regularised).
-    - ``alpha``, ``beta`` >= 0: Baumgarte stabilisation ``Phi_ddot + alpha Phi_dot + beta Phi
-      = 0`` (Remark 4); ``mbjax.constraints.critical(tau_c)`` gives the critically damped pair
-      for an error time constant tau_c. Zero (the default) imposes ``Phi_ddot = 0`` only.
-    - ``rcond``: relative singular-value (or pivot) threshold below which Phi_q counts as
-      rank-deficient; ``damping``: the ``"damped"`` solver's mu relative to the largest
-      diagonal entry of A M^-1 A^T.
+    - ``options``: the fields of :class:`~mbjax.ClosureSolver` as keywords:
+      ``method`` (``"kkt"``, the default, ``"schur"``, ``"nullspace"``, ``"svd"`` or
+      ``"damped"``), the Baumgarte gains ``alpha``, ``beta`` and the thresholds ``rcond``,
+      ``damping``.
 
     **Returns:** a :class:`ConstrainedDynamics` (qdd, multipliers, wrench, residual).
     """
+    solver = ClosureSolver(**options)
     check_closures(model, closures)
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
     f_ext = check_external_forces(model, f_ext)
-    return constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha, beta, rcond, damping)
+    return constrained_dynamics_from(model, closures, q, qd, tau, f_ext, solver)
 
 
 class ClosedChainDynamics(Dynamics):
@@ -125,12 +104,11 @@ class ClosedChainDynamics(Dynamics):
     :class:`mbjax.trajopt.TrajectoryProblem` (``method=ClosedChainDynamics(closures, ...)``).
 
     **Fields:** ``closures`` (a :class:`LoopClosures`, differentiated and batched like the
-    model); the options of :func:`constrained_forward_dynamics`: ``method`` (static),
-    ``alpha``, ``beta`` (Baumgarte; ``mbjax.constraints.critical(time_constant)`` gives a
-    critically damped pair), ``rcond``, ``damping``; ``checked`` (static, keyword): check the
-    inputs and raise when Phi_q loses rank (kkt, schur, nullspace), or let the non-finite or
-    huge accelerations of a singular configuration through, for an optimiser's trial steps
-    (:class:`mbjax.trajopt.TrajectoryProblem` turns the checks off).
+    model); ``solver``: a :class:`~mbjax.ClosureSolver` (method, Baumgarte gains,
+    thresholds), given as one or by its fields as keywords; ``checked`` (static, keyword):
+    check the inputs and raise when Phi_q loses rank (kkt, schur, nullspace), or let the
+    non-finite or huge accelerations of a singular configuration through, for an optimiser's
+    trial steps (:class:`mbjax.trajopt.TrajectoryProblem` turns the checks off).
 
     Example::
 
@@ -143,24 +121,22 @@ class ClosedChainDynamics(Dynamics):
     """
 
     closures: LoopClosures
-    method: str = eqx.field(default="kkt", static=True)
-    alpha: float | jax.Array = 0.0
-    beta: float | jax.Array = 0.0
-    rcond: float = 1e-10
-    damping: float = 1e-12
+    solver: ClosureSolver
 
-    def __check_init__(self):
-        if not isinstance(self.closures, LoopClosures):
-            raise TypeError(f"closures must be a LoopClosures (from LoopClosureBuilder), not "
-                            f"{type(self.closures).__name__}")
-        if self.method not in METHODS:
-            raise ValueError(f"unknown constrained-dynamics method {self.method!r}; use one of {METHODS}")
+    def __init__(self, closures: LoopClosures, solver: ClosureSolver | None = None, *, checked: bool = True,
+                 **options):
+        if not isinstance(closures, LoopClosures):
+            raise TypeError(f"closures must be a LoopClosures (from LoopClosureBuilder), not {type(closures).__name__}")
+        if solver is not None and options:
+            raise TypeError(f"give the solver either as a ClosureSolver or by its fields {sorted(options)}, not both")
+        self.closures = closures
+        self.solver = ClosureSolver(**options) if solver is None else solver
+        self.checked = checked
 
     def forward(self, model: Model, q, qd, tau, f_ext):
         """Joint accelerations qdd (nv,), without input checks (the rank check is ``checked``'s)."""
         check_closures(model, self.closures)
-        return constrained_dynamics_from(model, self.closures, q, qd, tau, f_ext, self.method, self.alpha,
-                                         self.beta, self.rcond, self.damping, self.checked).qdd
+        return constrained_dynamics_from(model, self.closures, q, qd, tau, f_ext, self.solver, self.checked).qdd
 
 
 def constrained_vector_field(
@@ -173,8 +149,8 @@ def constrained_vector_field(
     """The ODE ``d/dt (q, qd) = (G(q) qd, qdd)`` of the closed chain, for diffrax.
 
     **Arguments:** ``control(t, q, qd, args) -> tau`` (nv,), or None for zero torques;
-    ``f_ext`` (nbodies, 6) constant external wrenches; ``options``: the keywords of
-    :class:`ClosedChainDynamics` (method, alpha, beta, rcond, damping).
+    ``f_ext`` (nbodies, 6) constant external wrenches; ``options``: the fields of
+    :class:`~mbjax.ClosureSolver` (method, alpha, beta, rcond, damping).
 
     **Returns:** ``f(t, y, args)`` with ``y = (q, qd)``, usable as ``diffrax.ODETerm(f)``.
     ``G(q) qd`` is :func:`mbjax.configuration_rate` (quaternion rates for spherical and free

@@ -29,8 +29,12 @@ accelerations must reach it, not raise).
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 from jax.scipy.linalg import cho_factor, cho_solve, lu_factor, lu_solve, solve_triangular
+
+from ..checks import check_nonnegative
+from ..dynamics.stabilization import baumgarte
 
 METHODS = ("kkt", "schur", "nullspace", "svd", "damped")
 
@@ -119,3 +123,43 @@ def solve(method, M, f, A, b, rcond, damping, checked=True):
             f"so method={method!r} cannot solve them; use method='svd' or method='damped'"
         )
     return solvers[method](M, f, A, b, rcond, checked)
+
+
+class ClosureSolver(eqx.Module):
+    """How the closed chain's constrained equations are solved and stabilised: the options of
+    :func:`mbjax.constrained_forward_dynamics`, :class:`mbjax.ClosedChainDynamics`,
+    :func:`mbjax.constrained_vector_field` and :func:`mbjax.constraints.step` (whose keywords
+    they are).
+
+    - ``method`` (static): ``"kkt"`` (dense Lagrangian matrix, Eq. 73), ``"schur"``
+      (multipliers first, Eq. A-3...A-5), ``"nullspace"`` (reduced coordinates by QR, Eq. A-6)
+      — these three need independent constraints and raise a clear error otherwise —
+      ``"svd"`` (rank-deficient constraints, Eq. A-7...A-12) or ``"damped"`` (regularised).
+    - ``alpha``, ``beta`` >= 0: Baumgarte stabilisation ``Phi_ddot + alpha Phi_dot + beta Phi
+      = 0`` (Mufti 1983 Remark 4); ``mbjax.constraints.critical(tau_c)`` gives the critically
+      damped pair for an error time constant tau_c. Zero (the default) imposes
+      ``Phi_ddot = 0`` only.
+    - ``rcond`` >= 0: relative singular-value (or pivot) threshold below which Phi_q counts as
+      rank-deficient; ``damping`` >= 0: the ``"damped"`` solver's mu relative to the largest
+      diagonal entry of A M^-1 A^T.
+
+    The numbers are leaves (traced, differentiable); negative values raise inside jit.
+    """
+
+    method: str = eqx.field(default="kkt", static=True)
+    alpha: float | jax.Array = 0.0
+    beta: float | jax.Array = 0.0
+    rcond: float | jax.Array = 1e-10
+    damping: float | jax.Array = 1e-12
+
+    def __check_init__(self):
+        if self.method not in METHODS:
+            raise ValueError(f"unknown constrained-dynamics method {self.method!r}; use one of {METHODS}")
+
+    def __call__(self, M, f, A, gamma, phi_dot, phi, checked=True):
+        """``(qdd, lam)`` of ``M qdd = f + A^T lam``, ``A qdd = gamma - alpha phi_dot - beta phi``
+        (``checked``: the rank check of kkt, schur and nullspace)."""
+        b = baumgarte(gamma, phi_dot, phi, self.alpha, self.beta)  # Remark 4
+        rcond = check_nonnegative(self.rcond, "rcond (the relative rank threshold) must be >= 0")
+        damping = check_nonnegative(self.damping, "damping (the damped solver's regularisation) must be >= 0")
+        return solve(self.method, M, f, A, b, rcond, damping, checked)

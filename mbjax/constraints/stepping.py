@@ -42,7 +42,7 @@ from .closures import LoopClosures
 from .closed_chain import check_closures, constrained_dynamics_from
 from .huang import applied_loads, huang_joints, joint_wrenches, step_bodies
 from .closure_kinematics import residual_from
-from .solvers import METHODS
+from .solvers import METHODS, ClosureSolver
 
 #: the methods of :func:`step`
 STEP_METHODS = ("huang",) + METHODS
@@ -87,34 +87,39 @@ def huang_step_from(model, closures, q, qd, tau, dt, f_ext):
     return q1, qd1, Q, joint_wrenches(joints, frames, Q), frames, joints
 
 
-def step_from(model, closures, q, qd, tau, dt, f_ext, method, alpha, beta, rcond, damping) -> StepResult:
-    """:func:`step` without input checks."""
+def step_from(model, closures, q, qd, tau, dt, f_ext, solver: ClosureSolver | None) -> StepResult:
+    """:func:`step` without input checks; ``solver`` None: Huang's stepper."""
     nl = 0 if closures is None else closures.nloops
-    if method == "huang":
+    if solver is None:
         q1, qd1, Q, wrench, frames, joints = huang_step_from(model, closures, q, qd, tau, dt, f_ext)
         # cut joints: world axes -> axes of joint frame B, as ConstrainedDynamics.wrench
         RBt = spatial.transpose(frames.RB[joints.ntree:])
         cut = wrench[joints.ntree:]
         cut = jnp.concatenate([spatial.matvec(RBt, cut[:, :3]), spatial.matvec(RBt, cut[:, 3:])], -1)
         return StepResult(q1, qd1, Q, cut, wrench)
-    if method not in STEP_METHODS:
-        raise ValueError(f"unknown stepping method {method!r}; use one of {STEP_METHODS}")
     tau = tau + passive_forces_from(model, q, qd)
     if closures is None:
         qdd = aba_from(model, q, qd, tau, external_forces_or_zero(model, f_ext, qd.dtype))
         lam, wrench = jnp.zeros(0, qd.dtype), jnp.zeros((0, 6), qd.dtype)
     else:
-        cd = constrained_dynamics_from(model, closures, q, qd, tau, f_ext, method, alpha, beta, rcond, damping)
+        cd = constrained_dynamics_from(model, closures, q, qd, tau, f_ext, solver)
         qdd, lam, wrench = cd.qdd, cd.multipliers, cd.wrench
     qd1 = qd + dt * qdd  # semi-implicit (symplectic) Euler
     return StepResult(integrate_from(model, q, dt * qd1), qd1, lam, wrench.reshape(nl, 6))
 
 
-def _check(model, closures, method):
+def _stepper(model, closures, method, options) -> ClosureSolver | None:
+    """The multiplier solver of ``method`` (None for Huang's stepper), after checking the closures."""
     if closures is not None:
         check_closures(model, closures)
     if method not in STEP_METHODS:
         raise ValueError(f"unknown stepping method {method!r}; use one of {STEP_METHODS}")
+    if method != "huang":
+        return ClosureSolver(method=method, **options)
+    if options:
+        raise TypeError(f"Huang's stepper takes no solver options (got {sorted(options)}): its right-hand side "
+                        "already corrects the joint errors; pass them with method='kkt', 'schur', ... instead")
+    return None
 
 
 @eqx.filter_jit
@@ -128,10 +133,7 @@ def step(
     f_ext=None,
     *,
     method: str = "huang",
-    alpha=0.0,
-    beta=0.0,
-    rcond=1e-10,
-    damping=1e-12,
+    **options,
 ) -> StepResult:
     """Advance a (closed-chain) model by one fixed step.
 
@@ -142,17 +144,17 @@ def step(
       step; ``f_ext`` (nbodies, 6) optional external wrenches (body axes, about the origin).
     - ``method``: ``"huang"`` (Huang et al. 2000, Eq. 36) or a solver of
       :func:`~mbjax.constrained_forward_dynamics` (``"kkt"``, ``"schur"``, ``"nullspace"``,
-      ``"svd"``, ``"damped"``) with a semi-implicit Euler step; ``alpha``, ``beta``,
-      ``rcond``, ``damping`` as there (ignored by ``"huang"``, whose right-hand side already
+      ``"svd"``, ``"damped"``) with a semi-implicit Euler step; ``options``: that solver's
+      other fields (:class:`~mbjax.ClosureSolver`: ``alpha``, ``beta``,
+      ``rcond``, ``damping``), which ``"huang"`` does not take (its right-hand side already
       corrects the joint errors).
 
     **Returns:** a :class:`StepResult` (q, qd, reactions, cut-joint wrenches).
     """
-    _check(model, closures, method)
+    solver = _stepper(model, closures, method, options)
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
     f_ext = check_external_forces(model, f_ext)
-    return step_from(model, closures, q, qd, tau, jnp.asarray(dt, qd.dtype), f_ext, method, alpha, beta, rcond,
-                     damping)
+    return step_from(model, closures, q, qd, tau, jnp.asarray(dt, qd.dtype), f_ext, solver)
 
 
 @eqx.filter_jit
@@ -167,10 +169,7 @@ def rollout(
     f_ext=None,
     *,
     method: str = "huang",
-    alpha=0.0,
-    beta=0.0,
-    rcond=1e-10,
-    damping=1e-12,
+    **options,
 ):
     """``steps`` fixed steps of :func:`step` from ``(q0, qd0)`` (one ``lax.scan``).
 
@@ -183,7 +182,7 @@ def rollout(
     ``trajectory.residual`` (``None`` without closures); ``reactions`` (steps, ...) those of
     each step (see :class:`StepResult`).
     """
-    _check(model, closures, method)
+    solver = _stepper(model, closures, method, options)
     q0, qd0 = check_state(model, q0, qd=qd0)
     f_ext = check_external_forces(model, f_ext)
     dt = jnp.asarray(dt, qd0.dtype)
@@ -198,7 +197,7 @@ def rollout(
         q, qd = state
         t = k * dt
         u = tau(t, q, qd) if callable(tau) else (tau_k if per_step else jnp.asarray(tau, qd.dtype))
-        out = step_from(model, closures, q, qd, u, dt, f_ext, method, alpha, beta, rcond, damping)
+        out = step_from(model, closures, q, qd, u, dt, f_ext, solver)
         return (out.q, out.qd), (out.q, out.qd, out.reactions)
 
     ks = jnp.arange(steps, dtype=qd0.dtype)

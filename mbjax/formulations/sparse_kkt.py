@@ -24,7 +24,6 @@ deep chain, rounding asymmetry fed from level to level grows until it dominates.
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 

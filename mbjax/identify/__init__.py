@@ -14,7 +14,7 @@
 from .base import BaseParameters, base_parameters
 from .consistent import ConsistentFit, nearest_consistent, physically_consistent
 from .excitation import FourierTrajectory, base_regressor_over, condition_number, optimize_excitation
-from .least_squares import LeastSquaresFit, least_squares
+from .linear_fit import LeastSquaresFit, least_squares
 from .log_cholesky import (
     entropic_divergence,
     is_physically_consistent,
@@ -24,7 +24,7 @@ from .log_cholesky import (
     pseudo_inertia,
 )
 from .optimize import Minimization, minimize
-from .output_error import OutputErrorFit, output_error, simulation_residuals
+from .simulation_error import OutputErrorFit, output_error, simulation_residuals
 from .parameters import (
     INERTIAL_NAMES,
     DynamicParameters,
@@ -35,7 +35,7 @@ from .parameters import (
     with_dynamic_parameters,
     world_inertia_from_parameters,
 )
-from .regressor import regressor, stacked_regressor
+from .inverse_dynamics import regressor, stacked_regressor
 
 __all__ = [
     "BaseParameters", "ConsistentFit", "DynamicParameters", "FourierTrajectory", "INERTIAL_NAMES",

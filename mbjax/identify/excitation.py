@@ -23,7 +23,7 @@ from ..model.model import Model
 from .base import BaseParameters
 from .optimize import Minimization, minimize
 from .parameters import ParameterLayout
-from .regressor import check_layout, regressor_from
+from .inverse_dynamics import check_layout, regressor_from
 
 
 class FourierTrajectory(eqx.Module):

@@ -5,14 +5,14 @@
 - :mod:`~mbjax.kane.partial_velocities`: Tables 7 and 9, kinematical equations (Eqs. 1, 20-29).
 - :mod:`~mbjax.kane.equations`: mass matrix (Eq. 40), force array (Eq. 42), M u' = f.
 - :mod:`~mbjax.kane.models`: Kane's method for ordinary mbjax Models, and converters.
-- :mod:`~mbjax.kane.satellite`: the satellite of Table 2 as a ready model.
+- :mod:`~mbjax.kane.sayers_satellite`: the satellite of Table 2 as a ready model.
 """
 
 from .equations import KaneDynamics, kane_dynamics, kane_kinetic_energy, kane_momentum
 from .joints import BuildingBlockJoint, nominal_orientation
 from .partial_velocities import KaneKinematics, coordinate_rates, kinematical_equations, system_kinematics
 from .models import kane_forward_dynamics_from, kane_speeds, state_to_model, to_model
-from .satellite import satellite
+from .sayers_satellite import satellite
 from .system import CompositeBodies, KaneBuilder, KaneSystem, composite_bodies
 
 __all__ = [

@@ -4,7 +4,7 @@ from ..configuration import configuration_rate
 from .batching import batch_mesh, shard_batch, simulate_batch
 from .controllers import PD, ComputedTorque, FeedForward, PathReference, Setpoint
 from .events import JointLimitEvent, joint_limit_event
-from .simulate import DivergenceError, simulate
+from .integration import DivergenceError, simulate
 from .trajectory import Trajectory
 
 __all__ = [

@@ -19,7 +19,7 @@ import jax
 import numpy as np
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from .simulate import simulate
+from .integration import simulate
 
 #: name of the mesh axis that holds the batch
 BATCH_AXIS = "batch"

@@ -22,7 +22,7 @@ from .lagrangian import AugmentedLagrangian, Multipliers, Penalty, violation
 from .problem import TrajectoryProblem
 from .shooting import MultipleShooting, ShootingNodes, SingleShooting
 from .solution import Solution
-from .solve import best_restart, solve, solve_restarts
+from .optimise import best_restart, solve, solve_restarts
 from .costs import Effort, PathCost, PositionLimits, Rollout, TerminalState, Term, TorqueLimits, VelocityLimits
 
 __all__ = [

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..checks import default_tolerance
 from ..simulation.controllers import FeedForward
-from ..simulation.simulate import simulate
+from ..simulation.integration import simulate
 from ..simulation.trajectory import Trajectory
 
 
