@@ -107,7 +107,7 @@ def quat_mul_xyzw(a, b):
 def scipy_pinocchio(model, pm, floating, q0, qd0, gains, duration, tol, t_eval):
     """What a user would write: Pinocchio's aba in a solve_ivp right-hand side."""
     data = pm.createData()
-    nq, nv = model.nq, model.nv
+    nq = model.nq
     q_ref = mbjax.to_pinocchio_configuration(model, mbjax.neutral(model))
     kp, kd = OMEGA**2 * gains, 2 * ZETA * OMEGA * gains
     damping = np.asarray(model.damping)  # the URDF's joint damping, which mbjax.simulate applies

@@ -297,26 +297,3 @@ def assert_close(actual, expected, rtol, atol=0.0, what="", scale=None):
     err = np.max(np.abs(a - e), initial=0.0)
     bound = atol + rtol * scale
     assert err <= bound, f"{what}: max error {err:.3e} > {bound:.3e} (scale {scale:.3e})"
-
-
-#: XLA:CPU options that roughly halve compile times, which dominate these tests (every drawn
-#: tree is a new compilation): no LLVM optimisation passes (conftest.py sets that for the
-#: whole suite too) and the classic loop emitters instead of the fusion emitters. They change
-#: nothing beyond rounding; plain jax.jit of the library is tested in test_gradients.py.
-FAST_COMPILE = {"xla_backend_optimization_level": 0, "xla_cpu_use_fusion_emitters": False}
-
-
-def jit_fast_compile(f, **kwargs):
-    """``jax.jit`` with :data:`FAST_COMPILE`."""
-    return jax.jit(f, compiler_options=FAST_COMPILE, **kwargs)
-
-
-def fast_compile_env(env: dict) -> dict:
-    """A copy of the environment ``env`` whose ``XLA_FLAGS`` also set :data:`FAST_COMPILE`'s
-    options (those they do not set already), for the Python subprocesses that run the examples
-    and the documentation's code."""
-    flags = env.get("XLA_FLAGS", "")
-    for option, value in FAST_COMPILE.items():
-        if option not in flags:
-            flags += f" --{option}={str(value).lower()}"
-    return {**env, "XLA_FLAGS": flags.strip()}

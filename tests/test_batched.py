@@ -23,7 +23,7 @@ from mbjax.dynamics import levels
 from mbjax.dynamics.crba import mass_matrix_from
 from mbjax.dynamics.rnea import rnea_from
 from mbjax.kinematics import tree_kinematics
-from random_models import TreeSpec, build_model, jit_fast_compile, random_configurations
+from random_models import TreeSpec, build_model, random_configurations
 
 # every joint type, a free root, branches of unequal depth (padded levels), armature on some joints
 SPEC = TreeSpec(
@@ -112,7 +112,7 @@ def test_derivatives_through_the_batched_path(model, states, small_chunks):
         return jnp.sum(jnp.sin(qdd)) + jnp.sum(jnp.cos(tau)) + jnp.sum(M**2)
 
     # the differences take their values from the gradient's program: no second compilation
-    value_and_grad = jit_fast_compile(jax.value_and_grad(loss, argnums=(0, 1)))
+    value_and_grad = jax.jit(jax.value_and_grad(loss, argnums=(0, 1)))
     value = lambda m, v: value_and_grad(m, v)[0]  # noqa: E731
     g_model, g_qd = value_and_grad(model, qd[:n])[1]
     h = 1e-6
@@ -125,7 +125,7 @@ def test_derivatives_through_the_batched_path(model, states, small_chunks):
     fd = (value(bump(1.0), qd[:n]) - value(bump(-1.0), qd[:n])) / 2.0
     np.testing.assert_allclose(jnp.vdot(g_model.mass, dm), fd, rtol=1e-6)
     # forward mode under vmap: per-state Jacobians of aba with respect to qd
-    jacobians = jit_fast_compile(jax.vmap(jax.jacfwd(mbjax.aba, argnums=2), in_axes=(None, 0, 0, 0)))
+    jacobians = jax.jit(jax.vmap(jax.jacfwd(mbjax.aba, argnums=2), in_axes=(None, 0, 0, 0)))
     jac = jacobians(model, q[:n], qd[:n], x[:n])
     k = 5
     e = jnp.zeros(model.nv).at[3].set(1e-6)
@@ -167,11 +167,11 @@ def test_state_derivatives(model, states, small_chunks, universal):
         return jax.jacfwd(g, argnums=(0, 1, 2))(jnp.zeros(model.nv), qd, x)
 
     args = (q[:n], qd[:n], x[:n], f_ext[:n])
-    rnea_ref, aba_ref = jit_fast_compile(jax.vmap(by_jacfwd))(*args)
+    rnea_ref, aba_ref = jax.jit(jax.vmap(by_jacfwd))(*args)
     for fn, ref in ((mbjax.aba_derivatives, aba_ref), (mbjax.rnea_derivatives, rnea_ref)):
-        batched = jit_fast_compile(jax.vmap(fn, in_axes=(None, 0, 0, 0, 0)))(model, *args)
-        single = jit_fast_compile(fn)(model, *(a[0] for a in args))
-        outs = (batched, single) + ((jit_fast_compile(jax.vmap(aba_jacfwd))(*args),) if ref is aba_ref else ())
+        batched = jax.jit(jax.vmap(fn, in_axes=(None, 0, 0, 0, 0)))(model, *args)
+        single = jax.jit(fn)(model, *(a[0] for a in args))
+        outs = (batched, single) + ((jax.jit(jax.vmap(aba_jacfwd))(*args),) if ref is aba_ref else ())
         for k in range(3):
             scale = np.abs(ref[k]).max()
             np.testing.assert_allclose(batched[k], ref[k], rtol=0, atol=1e-10 * scale)

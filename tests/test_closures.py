@@ -25,7 +25,7 @@ from mbjax.constraints.solvers import solve
 from mbjax.dynamics.crba import mass_matrix_from
 from mbjax.dynamics.rnea import rnea_from
 from mbjax.kinematics import frame_jacobian_from, tree_kinematics
-from random_models import assert_close, jit_fast_compile, random_rotation, random_unit, richardson
+from random_models import assert_close, random_rotation, random_unit, richardson
 
 # ------------------------------------------------------------------ a spatial mechanism
 def spatial_mechanism(seed=0):
@@ -100,7 +100,7 @@ def test_loop_kinematics_and_solvers_on_every_joint_type():
         tau_rnea = rnea_from(model, tk, q, qd, ref.qdd)
         return lk, cols, line, ref, results, tau_rnea, gen_force
 
-    lk, cols, line, ref, results, tau_rnea, gen_force = jit_fast_compile(jax.vmap(check))(qs, qds, taus)
+    lk, cols, line, ref, results, tau_rnea, gen_force = jax.jit(jax.vmap(check))(qs, qds, taus)
     d1 = lambda x: (x[:, 0] - x[:, 1]) / (2 * h)  # noqa: E731
     d2 = lambda x: (x[:, 2] - x[:, 3]) / (4 * h)  # noqa: E731
     jac_fd = richardson(d1(cols), d2(cols))  # (n, nv, nc)
@@ -136,7 +136,7 @@ def test_assembly_and_velocity_projection():
         tk = tree_kinematics(model, q1)
         return q1, qd1, residual_from(model, cl, tk), jacobian_from(model, cl, tk), C.project_velocity(model, cl, q1, qd1)
 
-    q1, qd1, phi, A, qd2 = jit_fast_compile(jax.vmap(run))(qs, qds)
+    q1, qd1, phi, A, qd2 = jax.jit(jax.vmap(run))(qs, qds)
     assert np.max(np.abs(phi)) <= 1e-12
     assert_close(jnp.einsum("ncv,nv->nc", A, qd1), np.zeros(phi.shape), 0.0, atol=1e-12, what="A qd")
     assert_close(qd2, qd1, 1e-13, what="projection is idempotent")
@@ -256,7 +256,7 @@ def test_change_point_singularity():
         M, f = mass_matrix_from(model, tk), -rnea_from(model, tk, q, qd, jnp.zeros_like(qd))
         return lk, [solve(m, M, f, lk.jacobian, lk.gamma, 1e-10, 1e-12) for m in ("svd", "damped")]
 
-    lk, results = jit_fast_compile(run)(q, qd)
+    lk, results = jax.jit(run)(q, qd)
     assert np.max(np.abs(lk.phi)) < 1e-15 and np.max(np.abs(lk.phi_dot)) < 1e-15
     s = np.linalg.svd(np.asarray(lk.jacobian), compute_uv=False)
     assert s[-1] < 1e-12 * s[0]
@@ -291,7 +291,7 @@ def test_trajectory_gradient_matches_finite_differences():
         (q, qd), _ = jax.lax.scan(step, (q0, qd0), None, length=50)
         return jnp.sum(q**2) + 0.1 * jnp.sum(qd**2)
 
-    value_and_grad = jit_fast_compile(jax.value_and_grad(loss))  # one compilation for both
+    value_and_grad = jax.jit(jax.value_and_grad(loss))  # one compilation for both
     grad = value_and_grad(params)[1]
     rng = np.random.default_rng(0)
     direction = jax.tree_util.tree_map(lambda x: jnp.asarray(rng.normal(size=np.shape(x))), params)

@@ -23,7 +23,6 @@ from random_models import (
     assert_close,
     build_batch,
     hypothesis_settings,
-    jit_fast_compile,
     random_configurations,
     same_up_to_quaternion_sign,
     tree_specs,
@@ -79,7 +78,7 @@ def _manifold_quantities(model, key, v, scale):
     )
 
 
-_evaluate = jit_fast_compile(jax.vmap(_manifold_quantities))
+_evaluate = jax.jit(jax.vmap(_manifold_quantities))
 
 
 def _evaluate_batch(spec):

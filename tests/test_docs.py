@@ -6,8 +6,7 @@
   (``pip install -e ".[docs]"``; the test extra has them too).
 - The ```python blocks of every page of docs/ run, the blocks of one page in one namespace
   and in order, as tests/test_examples.py runs README.md's. They run in a subprocess, which
-  inherits the XLA flags that conftest.py sets, with random_models.FAST_COMPILE's options
-  added, as for the examples (measured: 44 CPU-s instead of 70).
+  inherits the compile-time XLA flags that conftest.py sets (measured: 44 CPU-s instead of 70).
 """
 
 from __future__ import annotations
@@ -20,8 +19,6 @@ import sys
 from pathlib import Path
 
 import pytest
-
-from random_models import fast_compile_env
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
@@ -81,7 +78,7 @@ def test_every_page_in_nav():
 
 
 def test_docs_code_blocks(tmp_path):
-    env = fast_compile_env(dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1"))
+    env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1")
     proc = subprocess.run([sys.executable, "-c", DOCS_RUNNER, str(DOCS)], cwd=tmp_path, env=env, capture_output=True,
                           text=True, timeout=TIMEOUT_S, stdin=subprocess.DEVNULL)
     log = proc.stdout + proc.stderr

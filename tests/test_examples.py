@@ -2,9 +2,9 @@
 bundled models.
 
 The scripts run as subprocesses, one per core at a time, all queued when the first of them is
-needed. Their time is mostly XLA compilation, so they run with random_models.FAST_COMPILE's
-options, XLA's backend optimisation level 0 and the classic loop emitters instead of the fusion
-emitters (these are smoke tests, not benchmarks), and with MBJAX_QUICK=1, which notebooks read
+needed. Their time is mostly XLA compilation, so they run with the XLA flags that conftest.py
+sets (backend optimisation level 0 and the classic loop emitters instead of the fusion
+emitters: these are smoke tests, not benchmarks), and with MBJAX_QUICK=1, which notebooks read
 to run smaller batches. Measured one script at a time, all of them took 552 CPU-s so, against
 742 with the fusion emitters (at level 0, except the five with hundreds of optimiser steps, at
 XLA's default level, which was faster for them then: those five now take 22-31 % less).
@@ -30,7 +30,6 @@ import pytest
 
 import mbjax
 from mbjax import cli
-from random_models import fast_compile_env
 
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_S = 900  # per script; generous for a loaded CI machine
@@ -133,7 +132,7 @@ class _Launched:
 
     def __init__(self, workdir: Path):
         self.workdir = workdir
-        self.env = fast_compile_env(dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1", MBJAX_QUICK="1"))
+        self.env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1", MBJAX_QUICK="1")
         self.pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
         self.procs = []
         self.futures = {name: self.pool.submit(self._once, name, args)

@@ -48,7 +48,6 @@ from random_models import (
     build_batch,
     build_model,
     flow,
-    jit_fast_compile,
     richardson,
     time_derivative,
     unstack,
@@ -135,7 +134,7 @@ def test_fixed_base_matches_aba_and_rnea(name, joints, methods):
     tau = 3.0 * rng.normal(size=(BATCH, m0.nv))
     f_ext = rng.normal(size=(BATCH, m0.nbodies, 6))
     keys = jax.random.split(jax.random.PRNGKey(spec.seed), BATCH)
-    run = jit_fast_compile(jax.vmap(lambda *a: _fixed_base(*a, methods)))
+    run = jax.jit(jax.vmap(lambda *a: _fixed_base(*a, methods)))
     out = jax.tree_util.tree_map(np.asarray, run(models, keys, qd, tau, f_ext))
     for k in range(BATCH):
         o = unstack(out, k)
@@ -166,7 +165,7 @@ def test_sparse_kkt_deep_chain():
         q = mbjax.random_configuration(model, key)
         return [mbjax.forward_dynamics(model, q, qd, tau, method=m) for m in methods]
 
-    ref, *outs = jit_fast_compile(jax.vmap(run))(models, jax.random.split(jax.random.PRNGKey(3), 2), qd, tau)
+    ref, *outs = jax.jit(jax.vmap(run))(models, jax.random.split(jax.random.PRNGKey(3), 2), qd, tau)
     for m, out in zip(methods[1:], outs):
         for k in range(2):
             assert_close(out[k], ref[k], RTOL, what=f"{m} vs crba, 64-body chain, model {k}")
@@ -242,7 +241,7 @@ def test_moving_base_matches_joint_space(name, joints, methods):
     tau = 3.0 * rng.normal(size=(BATCH, m0.nv - 6))
     f_ext = rng.normal(size=(BATCH, m0.nbodies, 6))
     keys = jax.random.split(jax.random.PRNGKey(spec.seed), BATCH)
-    run = jit_fast_compile(jax.vmap(lambda *a: _moving_base(*a, methods)))
+    run = jax.jit(jax.vmap(lambda *a: _moving_base(*a, methods)))
     out = jax.tree_util.tree_map(np.asarray, run(models, keys, qd, qdd_base, tau, f_ext))
     for k in range(BATCH):
         o = unstack(out, k)
@@ -265,7 +264,7 @@ def test_gauss_principle():
     q = mbjax.random_configuration(model, jax.random.PRNGKey(3))
     qd, tau = rng.normal(size=model.nv), rng.normal(size=model.nv)
 
-    @jit_fast_compile
+    @jax.jit
     def evaluate(q, qd, tau):
         def body_acc(qdd):
             rate = time_derivative(lambda t: maximal_state(model, *flow(model, q, qd, qdd)(t)), q.dtype)
@@ -318,7 +317,7 @@ def test_gradients_match_finite_differences():
         m = eqx.tree_at(lambda m: m.mass, model, model.mass + dmass)
         return weights @ mbjax.forward_dynamics(m, mbjax.integrate(model, q, dq), qd, tau, method=method)
 
-    @jit_fast_compile
+    @jax.jit
     def evaluate(xs):
         out = []
         for (methods, model), (q, _, unravel, weights, directions), x in zip(cases, inputs, xs):
@@ -355,7 +354,7 @@ def test_baumgarte_on_drifted_state():
         op = jnp.concatenate([o, jnp.zeros((1, 3))])[parents]
         return o - (op + jnp.einsum("nij,nj->ni", Rp, model.joint_translation))
 
-    @jit_fast_compile
+    @jax.jit
     def evaluate(state):
         out = {}
         for method in ALL:

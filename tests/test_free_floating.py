@@ -23,7 +23,6 @@ from random_models import (
     assert_close,
     build_batch,
     hypothesis_settings,
-    jit_fast_compile,
     richardson,
     tree_specs,
     unstack,
@@ -68,7 +67,7 @@ def test_random_trees_momentum_form(spec):
     taus = rng.normal(size=(BATCH, model0.nv))
     fext = rng.normal(size=(BATCH, model0.nbodies, 6))
 
-    @jit_fast_compile
+    @jax.jit
     @jax.vmap
     def evaluate(model, q, qd, tau, f):
         R, _ = mbjax.forward_kinematics(model, q)

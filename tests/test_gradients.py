@@ -36,7 +36,6 @@ from random_models import (
     build_batch,
     build_model,
     hypothesis_settings,
-    jit_fast_compile,
     random_configurations,
     richardson,
     tree_specs,
@@ -89,7 +88,7 @@ def _aba_derivatives(model, key, qd, tau, w):
     )
 
 
-_evaluate_aba_derivatives = jit_fast_compile(jax.vmap(_aba_derivatives))
+_evaluate_aba_derivatives = jax.jit(jax.vmap(_aba_derivatives))
 
 
 @hypothesis_settings(2)
@@ -156,7 +155,7 @@ def _model_gradient(model, q, qd, tau, w):
     return jax.grad(scalar)(model), _central_differences(of_flat, jnp.concatenate(flat))[0]
 
 
-_evaluate_model_gradient = jit_fast_compile(_model_gradient)
+_evaluate_model_gradient = jax.jit(_model_gradient)
 
 
 @hypothesis_settings(2)
@@ -231,7 +230,7 @@ def test_derivatives_finite_at_neutral_and_rest():
     other dynamics and kinematics through the raw coordinates of q, are finite there; the
     round trip v -> difference(q0, integrate(q0, v)) has the identity as derivative."""
     model = _singular_arm()
-    results = jax.tree_util.tree_map(np.asarray, jit_fast_compile(_derivatives_at_rest)(model))
+    results = jax.tree_util.tree_map(np.asarray, jax.jit(_derivatives_at_rest)(model))
     for what, tree in results.items():
         for leaf in jax.tree_util.tree_leaves(tree):
             assert np.all(np.isfinite(leaf)), f"{what}: non-finite derivative at the neutral state"
@@ -244,7 +243,8 @@ def test_derivatives_finite_at_neutral_and_rest():
 @given(tree_specs(max_bodies=15, max_joint_types=3))
 def test_jit_and_vmap_agree_with_plain_calls(spec):
     """jax.jit(mbjax.aba) with the model as an argument, jax.vmap over states and over models
-    agree with one plain call per state. (This tests the plumbing, pytrees and static
+    agree with one plain call per state; the jitted call is compiled with XLA's fusion emitters
+    (conftest.py turns them off for the rest of the suite). (This tests the plumbing, pytrees and static
     topology, not joint kinematics: up to 3 joint types per tree keep compilations short.)"""
     n = 3
     models = build_batch(spec, n)
@@ -255,7 +255,7 @@ def test_jit_and_vmap_agree_with_plain_calls(spec):
     f_ext = rng.normal(size=(n, model.nbodies, 6))
 
     plain = np.stack([mbjax.aba(model, qs[i], qd[i], tau[i], f_ext[i]) for i in range(n)])
-    jitted = jax.jit(mbjax.aba)
+    jitted = jax.jit(mbjax.aba, compiler_options={"xla_cpu_use_fusion_emitters": True})  # XLA's default emitters
     assert_close(np.stack([jitted(model, qs[i], qd[i], tau[i], f_ext[i]) for i in range(n)]), plain,
                  1e-12, what="jax.jit(aba) vs aba")
     over_states = jax.vmap(mbjax.aba, in_axes=(None, 0, 0, 0, 0))(model, qs, qd, tau, f_ext)

@@ -21,7 +21,7 @@ from mbjax.dynamics.rnea import rnea_from
 from mbjax.identify.consistent import _loss, _setup
 from mbjax.identify.inverse_dynamics import regressor_from
 from mbjax.kinematics import tree_kinematics
-from random_models import TreeSpec, assert_close, build_batch, jit_fast_compile, random_configurations, unstack
+from random_models import TreeSpec, assert_close, build_batch, random_configurations, unstack
 
 pin = pytest.importorskip("pinocchio", reason="Pinocchio (pip install pin) generates the reference data")
 
@@ -58,7 +58,7 @@ def test_regressor_reproduces_rnea_random_trees():
         tau = tau + params.coulomb * jnp.sign(qd)
         return regressor_from(model, layout, q, qd, qdd) @ theta, tau
 
-    f = jit_fast_compile(jax.vmap(jax.vmap(errors, in_axes=(None, None, 0, 0, 0))))
+    f = jax.jit(jax.vmap(jax.vmap(errors, in_axes=(None, None, 0, 0, 0))))
     got, want = f(models, thetas, qs, qds, qdds)
     assert_close(got, want, rtol=1e-10, what="Y theta vs rnea")
     # the Model's own parameters: Y theta(model) == rnea exactly (default layout: with armature)

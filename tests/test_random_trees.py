@@ -30,7 +30,6 @@ from random_models import (
     flow,
     hypothesis_settings,
     is_floating_base,
-    jit_fast_compile,
     richardson,
     time_derivative,
     tree_specs,
@@ -103,7 +102,7 @@ def _dynamics(model, key, qd, tau, qdd, f_ext):
     )
 
 
-_evaluate_dynamics = jit_fast_compile(jax.vmap(_dynamics))
+_evaluate_dynamics = jax.jit(jax.vmap(_dynamics))
 
 
 def _check_mass_matrix(o):
@@ -199,7 +198,7 @@ def _floating(model, key, qd, f_ext):
     )
 
 
-_evaluate_floating = jit_fast_compile(jax.vmap(_floating))
+_evaluate_floating = jax.jit(jax.vmap(_floating))
 
 
 @hypothesis_settings(2)
@@ -254,7 +253,7 @@ def _frames(model, key, qd, frames):
     )
 
 
-@functools.partial(jit_fast_compile, static_argnames="frames")
+@functools.partial(jax.jit, static_argnames="frames")
 def _evaluate_frames(models, keys, qd, frames):
     return jax.vmap(functools.partial(_frames, frames=frames))(models, keys, qd)
 

@@ -27,7 +27,7 @@ from mbjax.simulation import (
     ComputedTorque, FeedForward, PD, Setpoint, joint_limit_event, simulate,
 )
 
-from random_models import assert_close, jit_fast_compile, richardson
+from random_models import assert_close, richardson
 
 ROOT = Path(__file__).resolve().parents[1]
 HAS_MPL = importlib.util.find_spec("matplotlib") is not None
@@ -210,7 +210,7 @@ def test_gradients_match_finite_differences():
         "backsolve": diffrax.BacksolveAdjoint(
             stepsize_controller=diffrax.PIDController(rtol=jnp.asarray(1e-12), atol=jnp.asarray(1e-12))),
     }
-    value_and_grad = {k: jit_fast_compile(jax.value_and_grad(lambda p, a=a: loss(p, a))) for k, a in adjoints.items()}
+    value_and_grad = {k: jax.jit(jax.value_and_grad(lambda p, a=a: loss(p, a))) for k, a in adjoints.items()}
     directions = []
     for k, key in enumerate(jax.random.split(jax.random.PRNGKey(6), len(params))):  # one per argument group
         d = [jnp.zeros_like(p) for p in params]

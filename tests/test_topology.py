@@ -101,7 +101,6 @@ def test_sweep_segments_visit_every_body_once_below_its_parent(name):
     padded slots are fewer than those of one sweep padded to the widest level."""
     topo = mbjax.load_example_robot(name).topology
     sw = topo.sweep
-    slot = {b: ("root", k) for k, b in enumerate(sw.root.bodies)}  # where each body sits
     seen = []
     for s, seg in enumerate(sw.segments):
         for d in range(len(seg.body)):

@@ -238,9 +238,11 @@ def _add_joint(builder, joint, links, mimic):
     if kind not in ("fixed", "free") and not (np.all(np.isfinite(axis)) and np.any(axis != 0)):
         raise URDFError(f"joint {jname!r}: <axis xyz={axis_el.get('xyz')!r}> is not a direction; give a finite, "
                         "non-zero vector")
-    direction = axis / np.abs(axis).max(initial=1.0)  # scaled first: no overflow in the norm
-    if kind == "planar" and not np.allclose(direction / np.linalg.norm(direction), [0, 0, 1]):
-        raise URDFError(f"planar joint {jname!r}: only the x-y plane (axis 0 0 1) is supported; rotate its origin instead")
+    if kind == "planar":
+        scaled = axis / np.abs(axis).max()  # scaled first: no overflow in the norm
+        if not np.allclose(scaled / np.linalg.norm(scaled), [0, 0, 1]):
+            raise URDFError(f"planar joint {jname!r}: only the x-y plane (axis 0 0 1) is supported; rotate its origin "
+                            "instead")
     options = {}
     what = f"joint {jname!r}"
     lim = joint.find("limit")
