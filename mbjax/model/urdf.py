@@ -66,6 +66,8 @@ def _floats(text, n, what):
         raise URDFError(f"{what}: expected {n} numbers, got {text!r}") from None
     if len(vals) != n:
         raise URDFError(f"{what}: expected {n} numbers, got {text!r}")
+    if not np.all(np.isfinite(vals)):
+        raise URDFError(f"{what}: {text!r} is not finite")
     return np.array(vals)
 
 
@@ -111,6 +113,8 @@ def _inertial(link):
         ixx, ixy, ixz, iyy, iyz, izz = (float(inertia_el.get(k)) for k in keys)
     except ValueError:
         raise URDFError(f"link {name!r}: inertial values must be numbers") from None
+    if not np.all(np.isfinite([mass, ixx, ixy, ixz, iyy, iyz, izz])):
+        raise URDFError(f"link {name!r}: inertial values must be finite")
     R, c = _origin(inertial, f"inertial of link {name!r}")
     I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
     return mass, c, R @ I @ R.T
