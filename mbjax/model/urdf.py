@@ -59,14 +59,15 @@ def rpy_to_rotation(rpy):
     )
 
 
-def _floats(text, n, what):
+def _floats(text, n, what, finite=True):
+    """``n`` numbers from ``text``, finite unless ``finite`` is False (a caller that checks them)."""
     try:
         vals = [float(x) for x in text.split()]
     except ValueError:
         raise URDFError(f"{what}: expected {n} numbers, got {text!r}") from None
     if len(vals) != n:
         raise URDFError(f"{what}: expected {n} numbers, got {text!r}")
-    if not np.all(np.isfinite(vals)):
+    if finite and not np.all(np.isfinite(vals)):
         raise URDFError(f"{what}: {text!r} is not finite")
     return np.array(vals)
 
@@ -237,7 +238,8 @@ def _add_joint(builder, joint, links, mimic):
     child = joint.find("child").get("link")
     R, p = _origin(joint, f"joint {jname!r}")
     axis_el = joint.find("axis")
-    axis = _floats(axis_el.get("xyz", "1 0 0"), 3, f"axis of joint {jname!r}") if axis_el is not None else np.array([1.0, 0, 0])
+    axis = (_floats(axis_el.get("xyz", "1 0 0"), 3, f"axis of joint {jname!r}", finite=False) if axis_el is not None
+            else np.array([1.0, 0, 0]))  # checked below, where it is used
     kind = _TYPES[jtype]
     if kind not in ("fixed", "free") and not (np.all(np.isfinite(axis)) and np.any(axis != 0)):
         raise URDFError(f"joint {jname!r}: <axis xyz={axis_el.get('xyz')!r}> is not a direction; give a finite, "
