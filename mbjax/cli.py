@@ -63,7 +63,7 @@ def check_options(args):
         return None
     if args.dt > args.duration:
         return f"--dt {args.dt:g} is longer than --duration {args.duration:g}"
-    steps = round(args.duration / args.dt)
+    steps = args.duration / args.dt  # may overflow to inf for a subnormal --dt
     if steps > MAX_DEMO_STEPS:
         return f"--duration / --dt = {steps:.3g} steps, more than {MAX_DEMO_STEPS:.0e}: raise --dt or shorten --duration"
     return None

@@ -112,3 +112,9 @@ def test_cli_options(command, data):
     assert args.duration > 0 and args.seed >= 0 and getattr(args, "method", "aba") in cli.METHODS
     if command == "demo":
         assert 0 < args.dt <= args.duration and args.duration / args.dt <= cli.MAX_DEMO_STEPS
+
+
+def test_cli_subnormal_time_step_is_refused():
+    """A --dt so small that --duration / --dt overflows is refused with a message, not an OverflowError."""
+    args = cli.build_parser().parse_args(["demo", "--dt", "2.2e-308", "--duration", "2"])
+    assert "more than" in cli.check_options(args)

@@ -99,6 +99,8 @@ def test_text_input_and_limits():
         (URDF_OK.replace('<axis xyz="0 0 1"/>', '<axis xyz="0 0 inf"/>'), "joint 'j'.*not a direction"),
         (URDF_OK.replace('rpy="0.1 0.2 0.3"', 'rpy="nan 0.2 0.3"'), "rpy of inertial of link 'a'.* is not finite"),
         (URDF_OK.replace('ixx="0.1"', 'ixx="inf"'), "link 'a': inertial values must be finite"),
+        (URDF_OK.replace('<mass value="1"/>', '<mass value="1e200"/>').replace('xyz="0 0 0.1"', 'xyz="1e200 0 0.1"'),
+         "its com is not finite in float64"),
         (
             URDF_OK.replace("</robot>", '<joint name="k" type="fixed"><parent link="a"/><child link="base"/></joint></robot>'),
             "cycle",

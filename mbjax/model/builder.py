@@ -249,7 +249,7 @@ class ModelBuilder:
         def cat(xs):
             return arr(np.concatenate(xs) if xs else np.zeros(0))
 
-        return Model(
+        model = Model(
             topology=topo,
             joint_rotation=arr([R for _, _, R, *_ in bodies], 3, 3),
             joint_translation=arr([p for _, _, _, p, *_ in bodies], 3),
@@ -269,6 +269,14 @@ class ModelBuilder:
             frame_translation=arr([f[3] for f in frames], 3),
             gravity=arr(self.gravity),
         )
+        # limits may be infinite; everything else must be a finite number of this dtype
+        for field in ("joint_rotation", "joint_translation", "joint_axis", "mass", "com", "inertia", "armature",
+                      "damping", "stiffness", "spring_reference", "frame_rotation", "frame_translation", "gravity"):
+            if not np.all(np.isfinite(np.asarray(getattr(model, field)))):
+                raise ValueError(f"model {self.name!r}: its {field} is not finite in {jnp.dtype(dtype).name} (a number "
+                                 "too large for the dtype, or an overflow when fixed joints were merged); check the "
+                                 "model's numbers and units")
+        return model
 
 
 # ------------------------------------------------------------------------------ helpers
