@@ -1,12 +1,19 @@
-"""Trajectory optimisation by direct shooting on top of :func:`mbjax.simulate`.
+"""Trajectory optimisation by direct shooting on top of :func:`mbjax.simulate`, or by direct
+collocation.
 
 A :class:`TrajectoryProblem` holds the model, the initial state, knot-interpolated torques
-(:class:`KnotControls`), costs and constraints in residual form (:mod:`.terms`). The
-transcription (:class:`SingleShooting` or :class:`MultipleShooting`) turns the decision
-variables into a simulated trajectory; :func:`solve` minimises the costs subject to the
-constraints by an augmented Lagrangian (:class:`AugmentedLagrangian`, :func:`Penalty`) around an
-optimistix (Levenberg–Marquardt by default) or optax solver; :func:`solve_restarts` runs
-several initial guesses as one vmapped program and keeps the best.
+(:class:`KnotControls`), costs and constraints in residual form (:mod:`.costs`). :func:`solve`
+takes a transcription:
+
+- shooting (:class:`SingleShooting`, :class:`MultipleShooting`) turns the decision variables
+  into a simulated trajectory and minimises the costs subject to the constraints by an
+  augmented Lagrangian (:class:`AugmentedLagrangian`, :func:`Penalty`) around an optimistix
+  (Levenberg–Marquardt by default) or optax solver;
+- collocation (:class:`HermiteSimpson`, :class:`Trapezoidal`) makes the states, torques and
+  accelerations at the knots the variables, with the dynamics as constraints, and solves the
+  program by an :class:`InteriorPoint` method whose Newton steps cost time linear in the knots.
+
+:func:`solve_restarts` runs several initial guesses as one vmapped program and keeps the best.
 
 Example::
 
@@ -15,9 +22,12 @@ Example::
                                         costs=[trajopt.Effort()],
                                         constraints=[trajopt.TerminalState(q_up, qd_zero), trajopt.TorqueLimits()])
     solution = trajopt.solve(problem, u_guess)
+    solution = trajopt.solve(problem, transcription=trajopt.HermiteSimpson())  # collocation
 """
 
+from .collocation import Collocation, HermiteSimpson, Trapezoidal
 from .controls import KnotControls, actuated_dofs
+from .interior_point import InteriorPoint, InteriorPointState
 from .lagrangian import AugmentedLagrangian, Multipliers, Penalty, violation
 from .problem import TrajectoryProblem
 from .shooting import MultipleShooting, ShootingNodes, SingleShooting
@@ -26,7 +36,8 @@ from .optimise import best_restart, solve, solve_restarts
 from .costs import Effort, PathCost, PositionLimits, Rollout, TerminalState, Term, TorqueLimits, VelocityLimits
 
 __all__ = [
-    "AugmentedLagrangian", "Effort", "KnotControls", "MultipleShooting", "Multipliers", "PathCost", "Penalty",
+    "AugmentedLagrangian", "Collocation", "Effort", "HermiteSimpson", "InteriorPoint", "InteriorPointState",
+    "KnotControls", "MultipleShooting", "Multipliers", "PathCost", "Penalty",
     "PositionLimits", "Rollout", "ShootingNodes", "SingleShooting", "Solution", "TerminalState", "Term", "TorqueLimits",
-    "TrajectoryProblem", "VelocityLimits", "actuated_dofs", "best_restart", "solve", "solve_restarts", "violation",
+    "Trapezoidal", "TrajectoryProblem", "VelocityLimits", "actuated_dofs", "best_restart", "solve", "solve_restarts", "violation",
 ]

@@ -30,6 +30,9 @@ import optimistix as optx
 
 from ..checks import default_tolerance
 from ..progress import Progress
+from ..simulation.trajectory import Trajectory
+from .collocation import Collocation
+from .interior_point import InteriorPoint
 from .lagrangian import AugmentedLagrangian, Multipliers, violation
 from .problem import TrajectoryProblem
 from .shooting import SingleShooting
@@ -145,9 +148,46 @@ def _optimise(problem, z, transcription, optimiser, constraints, inner_steps, pr
                     state.iterations, state.outer_iterations, jnp.asarray(np.moveaxis(history, (0, 1), (-2, -1))))
 
 
+def _collocate(nlp, optimiser: InteriorPoint, w0):
+    state = optimiser.solve(nlp, w0)
+    cost, d, e = nlp.values(state.w)
+    x = jax.vmap(nlp.coords)(state.w)
+    outside = jnp.maximum(jnp.maximum(x - nlp.upper, nlp.lower - x), 0.0)
+    worst = jnp.maximum(jnp.maximum(jnp.abs(d).max(), jnp.abs(e).max()), outside.max())
+    transcription, problem = nlp.transcription, nlp.problem
+    return (state, cost, worst, transcription.torque_path(problem, state.w),
+            transcription.interval_errors(problem, state.w))
+
+
+#: the compiled collocation solve, for one guess or vmapped over a batch of them
+_COLLOCATE = {False: eqx.filter_jit(_collocate),
+              True: eqx.filter_jit(eqx.filter_vmap(_collocate, in_axes=(None, None, 0)))}
+
+
+def _solve_collocation(problem, w0, transcription: Collocation, optimiser, batched: bool) -> Solution:
+    optimiser = InteriorPoint(tol=default_tolerance(problem.q0.dtype, 1e-8, 1000)) if optimiser is None else optimiser
+    if not isinstance(optimiser, InteriorPoint):
+        raise TypeError(f"collocation is solved by trajopt.InteriorPoint(tol=..., max_iter=...); got "
+                        f"{type(optimiser).__name__}")
+    state, cost, worst, torques, errors = _COLLOCATE[batched](transcription.nlp(problem), optimiser, w0)
+    x = transcription.unpack(problem, state.w)
+    ts = jnp.broadcast_to(problem.controls.ts, x.q.shape[:-1])
+    one = jnp.ones_like(cost, dtype=jnp.int32)
+    return Solution(state.w, x.u, Trajectory(ts=ts, q=x.q, qd=x.v), cost, worst, state.error <= optimiser.tol,
+                    state.iterations, one, jnp.stack([cost, worst], -1)[..., None, :], torques, errors)
+
+
 def _variables(problem, guess, transcription, batched: bool):
     """Decision variables from a guess: variables already, or knot values (K, nu) (batched:
-    (B, K, nu)) turned into them by the transcription."""
+    (B, K, nu)) turned into them by the transcription (collocation: also ``None``, its default
+    guess)."""
+    if isinstance(transcription, Collocation):
+        if guess is None:
+            return transcription.initial_guess(problem)
+        guess = jnp.asarray(guess, problem.q0.dtype)
+        if guess.shape[-1] != len(problem.controls.dofs):
+            return guess
+        return (jax.vmap if batched else lambda f: f)(lambda u: transcription.initial_guess(problem, u=u))(guess)
     if not isinstance(guess, (jax.Array, np.ndarray)):
         return guess
     transcription = SingleShooting() if transcription is None else transcription
@@ -156,29 +196,44 @@ def _variables(problem, guess, transcription, batched: bool):
     return transcription.initial_guess(problem, guess)
 
 
-def solve(problem: TrajectoryProblem, guess, *, transcription=None, optimiser=None, constraints=None,
+def solve(problem: TrajectoryProblem, guess=None, *, transcription=None, optimiser=None, constraints=None,
           inner_steps: int = 100, progress: bool = True) -> Solution:
-    """Optimise a trajectory by direct shooting from one initial guess.
+    """Optimise a trajectory from one initial guess, by direct shooting or by direct collocation.
 
     **Arguments:**
 
     - ``problem``: a :class:`TrajectoryProblem`.
     - ``guess``: knot values (K, nu), or decision variables from
-      ``transcription.initial_guess(problem, u, ...)`` (e.g. multiple-shooting node states
-      along a guessed path).
-    - ``transcription``: :class:`SingleShooting` (default) or :class:`MultipleShooting`.
-    - ``optimiser``: the inner solver (see the module docstring); default
+      ``transcription.initial_guess(problem, ...)`` (e.g. multiple-shooting node states or
+      collocation knot states along a guessed path). ``None``: zero torques (and, for
+      collocation, the straight path to the terminal target).
+    - ``transcription``: :class:`SingleShooting` (default), :class:`MultipleShooting`, or a
+      collocation (:class:`HermiteSimpson`, :class:`Trapezoidal`).
+    - ``optimiser``: for shooting, the inner solver (see the module docstring); default
       ``optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)`` for a float64 problem, with rtol = atol =
-      1000 units of roundoff (1.2e-4) for a float32 one.
-    - ``constraints``: :class:`AugmentedLagrangian` (default) or :func:`Penalty`: the outer
-      loop's settings (iterations, tolerance on the violation).
-    - ``inner_steps``: the inner solver's step budget per outer iteration.
-    - ``progress``: a progress bar over the outer iterations (tqdm, or plain lines).
+      1000 units of roundoff (1.2e-4) for a float32 one. For collocation, an
+      :class:`InteriorPoint` (default: ``tol`` 1e-8 in float64, 1.2e-4 in float32).
+    - ``constraints``: shooting only: :class:`AugmentedLagrangian` (default) or :func:`Penalty`,
+      the outer loop's settings (iterations, tolerance on the violation).
+    - ``inner_steps``: shooting only: the inner solver's step budget per outer iteration.
+    - ``progress``: shooting only: a progress bar over the outer iterations (tqdm, or plain
+      lines); a collocation solve is one compiled loop.
 
-    **Returns:** a :class:`Solution`.
+    **Returns:** a :class:`Solution`. For collocation its trajectory holds the knot states,
+    ``controller`` the scheme's torque interpolation and ``interval_errors`` the estimated
+    discretisation error of each interval (:meth:`Collocation.interval_errors`).
     """
     z = _variables(problem, guess, transcription, batched=False)
+    if isinstance(transcription, Collocation):
+        _shooting_only(constraints, inner_steps)
+        return _solve_collocation(problem, z, transcription, optimiser, batched=False)
     return _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress, batched=False)
+
+
+def _shooting_only(constraints, inner_steps):
+    if constraints is not None or inner_steps != 100:
+        raise TypeError("constraints= and inner_steps= set the shooting solver's outer loop; collocation takes "
+                        "optimiser=trajopt.InteriorPoint(tol=..., max_iter=...)")
 
 
 def best_restart(solutions: Solution) -> int:
@@ -196,12 +251,16 @@ def solve_restarts(problem: TrajectoryProblem, guesses, *, transcription=None, o
     with local minima (a swing-up can go either way round).
 
     ``guesses``: knot values (B, K, nu), or batched decision variables (every leaf with a
-    leading axis B). The other arguments are those of :func:`solve`.
+    leading axis B); for collocation, one vmapped interior-point solve. The other arguments are those of :func:`solve`.
 
     **Returns:** ``(best, all)``: the best :class:`Solution` (:func:`best_restart`) and all of
     them (leading axis B).
     """
     z = _variables(problem, guesses, transcription, batched=True)
-    solutions = _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress, batched=True)
+    if isinstance(transcription, Collocation):
+        _shooting_only(constraints, inner_steps)
+        solutions = _solve_collocation(problem, z, transcription, optimiser, batched=True)
+    else:
+        solutions = _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress, batched=True)
     best = best_restart(solutions)
     return jax.tree.map(lambda x: x[best], solutions), solutions

@@ -32,6 +32,10 @@ class Solution(eqx.Module):
     - ``iterations``: inner iterations in all (Levenberg–Marquardt steps or optax updates);
       ``outer_iterations``: augmented-Lagrangian updates.
     - ``history`` (O, 2): cost and violation after each outer iteration (NaN after the end).
+    - ``torques``: for collocation, the optimal torques as the scheme interpolates them (a
+      :class:`FeedForward`); ``None`` for shooting (the problem's knot interpolation).
+    - ``interval_errors`` (N, 2): for collocation, the estimated discretisation error of each
+      interval in q and in qd (:meth:`mbjax.trajopt.Collocation.interval_errors`).
     """
 
     variables: object
@@ -43,6 +47,8 @@ class Solution(eqx.Module):
     iterations: jax.Array
     outer_iterations: jax.Array
     history: jax.Array
+    torques: FeedForward | None = None
+    interval_errors: jax.Array | None = None
 
     def summary(self) -> str:
         """One line for a log: convergence, objective, violation and iteration counts."""
@@ -51,7 +57,7 @@ class Solution(eqx.Module):
 
     def controller(self, problem) -> FeedForward:
         """The optimal open-loop torques ``tau(t, q, qd)``, for :func:`mbjax.simulate`."""
-        return problem.controls.controller(self.u)
+        return problem.controls.controller(self.u) if self.torques is None else self.torques
 
     def resimulate(self, problem, solver=None, rtol: float | None = None, atol: float | None = None,
                    saves: int = 201):

@@ -1,0 +1,195 @@
+"""Direct collocation (mbjax.trajopt.collocation, stagewise, interior_point, block_tridiagonal).
+
+- The block-tridiagonal factorisation against a dense solve and dense eigenvalues.
+- The stage derivatives the solver uses (exact Hessians assembled by the chain rule through the
+  dynamics points) against ``jax.hessian`` of the whole stage Lagrangian, and their Jacobians
+  against central differences: on a body on a spherical joint (the retraction on quaternions)
+  and on the acrobot, for both schemes and both forms of the dynamics.
+- A swing of the acrobot: the inverse-dynamics and forward-dynamics forms reach the same optimum
+  (two formulations, RNEA and ABA), the solution re-simulated by Dopri8 at 1e-12 lands where
+  collocation says, within the interval error estimate, and Hermite–Simpson's error falls at
+  fourth order with the number of intervals; vmapped restarts equal single solves.
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import mbjax
+from mbjax import trajopt
+from mbjax.trajopt import block_tridiagonal
+from random_models import TreeSpec, assert_close, build_model, richardson
+
+
+def test_block_tridiagonal_solve_and_inertia():
+    rng = np.random.default_rng(0)
+    n, m = 7, 5
+    D = rng.normal(size=(n, m, m))
+    D = D + np.swapaxes(D, 1, 2) + np.diag(rng.normal(scale=3.0, size=m))  # symmetric, indefinite
+    U = rng.normal(size=(n - 1, m, m))
+    A = np.zeros((n * m, n * m))
+    for k in range(n):
+        A[k * m:(k + 1) * m, k * m:(k + 1) * m] = D[k]
+    for k in range(n - 1):
+        A[k * m:(k + 1) * m, (k + 1) * m:(k + 2) * m] = U[k]
+        A[(k + 1) * m:(k + 2) * m, k * m:(k + 1) * m] = U[k].T
+    r = rng.normal(size=(n, m))
+    lus, negative = block_tridiagonal.factor(jnp.asarray(D), jnp.asarray(U))
+    x = block_tridiagonal.solve(lus, jnp.asarray(U), jnp.asarray(r))
+    assert_close(x.reshape(-1), np.linalg.solve(A, r.reshape(-1)), 1e-10, what="solve")
+    assert int(negative) == int(np.sum(np.linalg.eigvalsh(A) < 0))
+    assert_close(block_tridiagonal.matvec(jnp.asarray(D), jnp.asarray(U), jnp.asarray(r)).reshape(-1),
+                 A @ r.reshape(-1), 1e-13, what="matvec")
+
+
+# ------------------------------------------------------------------ stage derivatives
+Q_GOAL = jnp.array([0.8, -0.5])
+
+
+def acrobot_problem(knots):
+    """The acrobot (both joints driven) from rest to rest at Q_GOAL in 1 s, least effort, torques
+    bounded so that the bounds are active."""
+    model = mbjax.load_bundled("acrobot")
+    return trajopt.TrajectoryProblem(model, jnp.zeros(2), jnp.zeros(2), 1.0, knots, costs=[trajopt.Effort(weight=1e-2)],
+                                     constraints=[trajopt.TerminalState(Q_GOAL, jnp.zeros(2)),
+                                                  trajopt.TorqueLimits(-12.0, 12.0)])
+
+
+SPHERICAL = TreeSpec(parents=(-1,), joints=("spherical",), armature=(True,), limited=(False,), frames=(), seed=3)
+
+
+def spherical_problem(knots=4):
+    """A body on a spherical joint (the retraction on a quaternion), every kind of term."""
+    model = build_model(SPHERICAL)
+    q0 = mbjax.random_configuration(model, jax.random.PRNGKey(1))
+    goal = mbjax.random_configuration(model, jax.random.PRNGKey(2))
+    return trajopt.TrajectoryProblem(
+        model, q0, jnp.zeros(model.nv), 0.6, knots,
+        costs=[trajopt.Effort(weight=0.3), trajopt.TerminalState(goal, jnp.zeros(model.nv), weight=2.0),
+               trajopt.PathCost(lambda t, q, qd: jnp.concatenate([jnp.sin(3 * t) * q[1:], 0.2 * qd]))],
+        constraints=[trajopt.TerminalState(goal, None, dofs=(0, 2)), trajopt.TorqueLimits(-5.0, 5.0)])
+
+
+@pytest.mark.parametrize("scheme, make", [(trajopt.HermiteSimpson("inverse"), spherical_problem),
+                                          (trajopt.HermiteSimpson("forward"), lambda: acrobot_problem(4)),
+                                          (trajopt.Trapezoidal("inverse"), lambda: acrobot_problem(4))],
+                         ids=["hs-inverse-spherical", "hs-forward-acrobot", "trap-inverse-acrobot"])
+def test_stage_derivatives_are_exact(scheme, make):
+    problem = make()
+    nlp = scheme.nlp(problem)
+    rng = np.random.default_rng(5)
+    K, nt = nlp.lower.shape
+    w = scheme.initial_guess(problem, u=rng.normal(size=problem.controls.shape))
+    w = jax.vmap(nlp.retract)(w, jnp.asarray(rng.normal(scale=0.3, size=(K, nt))))  # off the straight path
+    _, d, e = nlp.values(w)
+    lam, nu = jnp.asarray(rng.normal(size=d.shape)), jnp.asarray(rng.normal(size=e.shape))
+    gi, J, Hi, gn, E, Hn = eqx.filter_jit(lambda nlp, *a: nlp.derivatives(*a))(nlp, w, lam, nu)
+
+    def interval(k, dx):
+        cost, base, z = nlp.interval(nlp.retract(w[k], dx[:nt]), nlp.retract(w[k + 1], dx[nt:]), k)
+        return cost, nlp.equalities((cost, base, z))
+
+    def node(k, dx):
+        parts = nlp.node(nlp.retract(w[k], dx), k)
+        return parts[0], nlp.equalities(parts) * nlp.node_mask[k]
+
+    # the reference: jax.hessian of each whole stage's Lagrangian, at every stage in one program
+    @jax.jit
+    def reference():
+        hess_i = jax.vmap(lambda k: jax.hessian(lambda x: (lambda c, eq: c + lam[k] @ eq)(*interval(k, x)))(
+            jnp.zeros(2 * nt)))(jnp.arange(K - 1))
+        hess_n = jax.vmap(lambda k: jax.hessian(lambda x: (lambda c, eq: c + nu[k] @ eq)(*node(k, x)))(
+            jnp.zeros(nt)))(jnp.arange(K))
+        return hess_i, hess_n
+
+    hess_i, hess_n = reference()
+    assert_close(Hi, hess_i, 1e-11, what="interval Hessians")
+    assert_close(Hn, hess_n, 1e-11, what="node Hessians")
+
+    # first derivatives against Richardson-extrapolated central differences in the tangent space
+    def central(f, n, h):
+        steps = h * np.eye(n)
+        plus, minus = jax.vmap(f)(steps), jax.vmap(f)(-steps)
+        return jax.tree.map(lambda a, b: jnp.moveaxis((a - b) / (2 * h), 0, -1), plus, minus)
+
+    f_int = jax.jit(lambda x: interval(1, x))
+    f_node = jax.jit(lambda x: node(K - 1, x))
+    for f, n, grad, jac, what in ((f_int, 2 * nt, gi[1], J[1], "interval"), (f_node, nt, gn[-1], E[-1], "node")):
+        fd = jax.tree.map(richardson, central(f, n, 1e-4), central(f, n, 2e-4))
+        assert_close(grad, fd[0], 1e-8, what=f"{what} cost gradient")
+        assert_close(jac, fd[1], 1e-8, what=f"{what} Jacobian")
+
+
+# ------------------------------------------------------------------ solving
+@pytest.fixture(scope="module")
+def swings():
+    return {n: trajopt.solve(acrobot_problem(n + 1), transcription=trajopt.HermiteSimpson()) for n in (6, 12)}
+
+
+def end_error(problem, solution):
+    traj = solution.resimulate(problem)
+    return np.abs(np.concatenate([np.asarray(mbjax.difference(problem.model, Q_GOAL, traj.q[-1])),
+                                  np.asarray(traj.qd[-1])])).max()
+
+
+def test_swing_converges_and_matches_resimulation(swings):
+    errors = {}
+    for n, solution in swings.items():
+        assert bool(solution.converged) and float(solution.violation) < 1e-9, solution.summary()
+        assert np.all(np.abs(np.asarray(solution.u)) <= 12.0 + 1e-9)
+        errors[n] = end_error(acrobot_problem(n + 1), solution)
+        # the estimate bounds the actual error of the re-simulated trajectory in order of magnitude
+        estimate = np.asarray(solution.interval_errors).sum(axis=0).max()
+        assert errors[n] <= 10 * estimate, (n, errors[n], estimate)
+    # fourth order: twice the intervals, about 16 times smaller error
+    assert errors[12] < errors[6] / 8, errors
+
+
+def test_inverse_and_forward_dynamics_reach_the_same_optimum(swings):
+    problem = acrobot_problem(7)
+    forward = trajopt.solve(problem, transcription=trajopt.HermiteSimpson("forward"))
+    inverse = swings[6]
+    assert bool(forward.converged), forward.summary()
+    assert_close(forward.cost, inverse.cost, 1e-8, what="cost")
+    assert_close(forward.variables, inverse.variables, 1e-6, what="knots")
+
+
+def test_trapezoidal_and_batched_restarts():
+    problem = acrobot_problem(9)
+    scheme = trajopt.Trapezoidal()
+    rng = np.random.default_rng(2)
+    guesses = jnp.asarray(rng.uniform(-5, 5, size=(2, *problem.controls.shape)))
+    best, every = trajopt.solve_restarts(problem, guesses, transcription=scheme)
+    assert np.all(np.asarray(every.converged))
+    alone = trajopt.solve(problem, guesses[1], transcription=scheme)
+    assert_close(every.variables[1], alone.variables, 1e-12, what="restart 1 alone")
+    assert int(every.iterations[1]) == int(alone.iterations)
+    assert float(best.cost) == float(np.min(np.asarray(every.cost)))
+    # second order: the re-simulated end state is off by the estimate's order of magnitude
+    assert end_error(problem, alone) <= 10 * np.asarray(alone.interval_errors).sum(axis=0).max()
+
+
+def test_bad_input():
+    problem = acrobot_problem(5)
+    with pytest.raises(ValueError, match="unknown dynamics"):
+        trajopt.HermiteSimpson("implicit")
+    with pytest.raises(TypeError, match="InteriorPoint"):
+        trajopt.solve(problem, transcription=trajopt.HermiteSimpson(), optimiser=object())
+    with pytest.raises(TypeError, match="collocation takes"):
+        trajopt.solve(problem, transcription=trajopt.HermiteSimpson(), constraints=trajopt.AugmentedLagrangian())
+    closed = trajopt.TrajectoryProblem(problem.model, jnp.zeros(2), jnp.zeros(2), 1.0, 5, costs=[trajopt.Effort()],
+                                       method=lambda model, q, qd, tau: mbjax.aba(model, q, qd, tau))
+    with pytest.raises(ValueError, match="use dynamics='forward'"):
+        trajopt.HermiteSimpson().nlp(closed)
+    ball = spherical_problem()
+    limited = trajopt.TrajectoryProblem(ball.model, ball.q0, ball.qd0, 0.6, 4, costs=[trajopt.Effort()],
+                                        constraints=[trajopt.PositionLimits(-1.0, 1.0)])
+    with pytest.raises(ValueError, match="revolute and prismatic joints only"):
+        trajopt.HermiteSimpson().nlp(limited)
+    with pytest.raises(TypeError, match="collocation takes Effort"):
+        trajopt.HermiteSimpson().nlp(trajopt.TrajectoryProblem(
+            problem.model, jnp.zeros(2), jnp.zeros(2), 1.0, 5, costs=[trajopt.TorqueLimits(-1.0, 1.0)]))
