@@ -159,9 +159,12 @@ def _collocate(nlp, optimiser: InteriorPoint, w0):
             transcription.interval_errors(problem, state.w))
 
 
-#: the compiled collocation solve, for one guess or vmapped over a batch of them
-_COLLOCATE = {False: eqx.filter_jit(_collocate),
-              True: eqx.filter_jit(eqx.filter_vmap(_collocate, in_axes=(None, None, 0)))}
+#: the compiled collocation solve, for one guess or vmapped over a batch of them; with XLA's
+#: classic loop emitters, which compile the solver's many small kernels faster (acrobot, 200
+#: intervals: 15 s instead of 19 s) and run them no slower
+_FAST_COMPILE = {"xla_cpu_use_fusion_emitters": False}
+_COLLOCATE = {False: eqx.filter_jit(_collocate, compiler_options=_FAST_COMPILE),
+              True: eqx.filter_jit(eqx.filter_vmap(_collocate, in_axes=(None, None, 0)), compiler_options=_FAST_COMPILE)}
 
 
 def _solve_collocation(problem, w0, transcription: Collocation, optimiser, batched: bool) -> Solution:
