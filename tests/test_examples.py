@@ -466,9 +466,8 @@ def test_closed_chain_examples(launched):
 
 
 #: the trajectory-optimisation examples, which assert their own results too (an independent
-#: re-simulation at rtol = atol = 1e-12 ends within 1e-3 of the goal, inside the limits;
-#: convergence too, except swing_up: its quick fine solve ends on its iteration limit, feasible
-#: to 1.5e-9 but with the cost still creeping down). Name -> the summary's errors at the horizon.
+#: re-simulation at rtol = atol = 1e-12 ends within 1e-3 of the goal, inside the limits, and
+#: convergence). Name -> the summary's errors at the horizon.
 TRAJOPT_EXAMPLES = {"swing_up": ("position_error", "velocity_error"),
                     "free_floating_reorientation": ("attitude_error", "velocity_error"),
                     "panda_point_to_point": ("position_error", "velocity_error")}

@@ -166,6 +166,9 @@ class ModelBuilder:
         return self
 
     # ---------------------------------------------------------------------------- build
+    # numbers that overflow (a mass of 1e200) are refused at the end by the field's name, not as
+    # NumPy warnings on the way
+    @np.errstate(invalid="ignore", over="ignore")
     def build(self, dtype=None) -> Model:
         """Merge fixed joints, order the bodies depth-first and return the Model.
 
