@@ -13,7 +13,9 @@ with zero torques, KKT tolerance 1e-8.
   closed-form equations of motion (checked here against ``mbjax.aba`` at random states),
   solved by IPOPT with its default sparse linear solver (MUMPS) and exact Hessians.
 
-Each tool is timed on its first call in this process (mbjax: tracing and compilation
+With ``--batch B``, mbjax also solves the problem (at the first N) from B initial states at
+once (``trajopt.solve_batch``, one vmapped interior point), reported per problem against one
+IPOPT solve. Each tool is timed on its first call in this process (mbjax: tracing and compilation
 included; CasADi: building the problem included) and warm (the same solve again), with its
 iteration count. Both solutions are then judged the same way: the cost as the exact integral
 of their quadratic torques, and an independent re-simulation of those torques by scipy's
@@ -24,7 +26,7 @@ XLA's flags must be set before jax is imported: ``--xla-threads single`` (defaul
 ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false``. Needs the ``bench`` extra (CasADi) and the
 ``test`` extra (Pinocchio, scipy). Results go to ``benchmarks/results/<host>_trajopt_<threads>.json``.
 
-    python benchmarks/bench_trajopt.py [--intervals 200 600] [--xla-threads single|default]
+    python benchmarks/bench_trajopt.py [--intervals 200 600] [--batch 64] [--xla-threads single|default]
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ DURATION, LIMIT, WEIGHT, TOL = 3.0, 10.0, 1e-3, 1e-8
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--intervals", type=int, nargs="+", default=[200, 600])
+    p.add_argument("--batch", type=int, default=0, help="also solve from this many initial states at once "
+                   "(trajopt.solve_batch, at the first N), against that many IPOPT solves")
     p.add_argument("--xla-threads", choices=["single", "default"], default="single")
     p.add_argument("--out", type=Path, default=None, help="JSON file (default: benchmarks/results/...)")
     return p.parse_args()
@@ -193,6 +197,21 @@ def main():
         m, c = rows[-2], rows[-1]
         print(f"        mbjax / CasADi: first {m['first_s'] / c['first_s']:.2f}x, warm {m['warm_s'] / c['warm_s']:.2f}x, "
               f"cost {m['cost'] / c['cost'] - 1:+.2%}")
+    if ARGS.batch:
+        N, B = ARGS.intervals[0], ARGS.batch
+        q0 = np.stack([np.linspace(0.0, 0.5, B), np.linspace(0.0, -0.3, B)], axis=1)
+        for label in ("first", "warm"):
+            t0 = time.perf_counter()
+            batch = trajopt.solve_batch(problem(N), q0)
+            batch.cost.block_until_ready()
+            seconds = time.perf_counter() - t0
+            print(f"N={N:4d} mbjax solve_batch, B = {B} initial states, {label}: {seconds:.2f} s, "
+                  f"{seconds / B:.3f} s per problem, {int(np.sum(np.asarray(batch.converged)))}/{B} converged, "
+                  f"iterations {int(np.min(np.asarray(batch.iterations)))}-{int(np.max(np.asarray(batch.iterations)))}")
+        ipopt = next(r for r in rows if r["tool"] == "casadi" and r["intervals"] == N)["warm_s"]
+        print(f"        per problem / one IPOPT solve: {seconds / B / ipopt:.2f}x")
+        rows.append(dict(tool="mbjax solve_batch", intervals=N, batch=B, warm_s=seconds,
+                         converged=int(np.sum(np.asarray(batch.converged)))))
     threads = ARGS.xla_threads
     out = ARGS.out or HERE / "results" / f"{socket.gethostname()}_trajopt_{threads}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

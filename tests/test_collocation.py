@@ -8,7 +8,8 @@
 - A swing of the acrobot: the inverse-dynamics and forward-dynamics forms reach the same optimum
   (two formulations, RNEA and ABA), the solution re-simulated by Dopri8 at 1e-12 lands where
   collocation says, within the interval error estimate, and Hermite–Simpson's error falls at
-  fourth order with the number of intervals; vmapped restarts equal single solves.
+  fourth order with the number of intervals; vmapped restarts and vmapped initial states equal
+  single solves.
 """
 
 from __future__ import annotations
@@ -157,7 +158,7 @@ def test_inverse_and_forward_dynamics_reach_the_same_optimum(swings):
     assert_close(forward.variables, inverse.variables, 1e-6, what="knots")
 
 
-def test_trapezoidal_and_batched_restarts():
+def test_trapezoidal_batched_restarts_and_initial_states():
     problem = acrobot_problem(9)
     scheme = trajopt.Trapezoidal()
     rng = np.random.default_rng(2)
@@ -170,6 +171,13 @@ def test_trapezoidal_and_batched_restarts():
     assert float(best.cost) == float(np.min(np.asarray(every.cost)))
     # second order: the re-simulated end state is off by the estimate's order of magnitude
     assert end_error(problem, alone) <= 10 * np.asarray(alone.interval_errors).sum(axis=0).max()
+    # from two initial states at once, each as if alone
+    q0 = jnp.array([[0.0, 0.0], [0.3, -0.2]])
+    batch = trajopt.solve_batch(problem, q0, transcription=scheme)
+    moved = trajopt.solve(eqx.tree_at(lambda p: p.q0, problem, q0[1]), transcription=scheme)
+    assert np.all(np.asarray(batch.converged))
+    assert_close(batch.variables[1], moved.variables, 1e-12, what="initial state 1 alone")
+    assert_close(batch.trajectory.q[:, 0], q0, 1e-12, what="initial states")
 
 
 def test_bad_input():

@@ -13,7 +13,8 @@ takes a transcription:
   accelerations at the knots the variables, with the dynamics as constraints, and solves the
   program by an :class:`InteriorPoint` method whose Newton steps cost time linear in the knots.
 
-:func:`solve_restarts` runs several initial guesses as one vmapped program and keeps the best.
+:func:`solve_restarts` runs several initial guesses as one vmapped program and keeps the best;
+:func:`solve_batch` solves a collocation problem from many initial states at once.
 
 Example::
 
@@ -32,12 +33,12 @@ from .lagrangian import AugmentedLagrangian, Multipliers, Penalty, violation
 from .problem import TrajectoryProblem
 from .shooting import MultipleShooting, ShootingNodes, SingleShooting
 from .solution import Solution
-from .optimise import best_restart, solve, solve_restarts
+from .optimise import best_restart, solve, solve_batch, solve_restarts
 from .costs import Effort, PathCost, PositionLimits, Rollout, TerminalState, Term, TorqueLimits, VelocityLimits
 
 __all__ = [
     "AugmentedLagrangian", "Collocation", "Effort", "HermiteSimpson", "InteriorPoint", "InteriorPointState",
     "KnotControls", "MultipleShooting", "Multipliers", "PathCost", "Penalty",
     "PositionLimits", "Rollout", "ShootingNodes", "SingleShooting", "Solution", "TerminalState", "Term", "TorqueLimits",
-    "Trapezoidal", "TrajectoryProblem", "VelocityLimits", "actuated_dofs", "best_restart", "solve", "solve_restarts", "violation",
+    "Trapezoidal", "TrajectoryProblem", "VelocityLimits", "actuated_dofs", "best_restart", "solve", "solve_batch", "solve_restarts", "violation",
 ]

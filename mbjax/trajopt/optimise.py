@@ -31,7 +31,7 @@ import optimistix as optx
 from ..checks import default_tolerance
 from ..progress import Progress
 from ..simulation.trajectory import Trajectory
-from .collocation import Collocation
+from .collocation import Collocation, HermiteSimpson
 from .interior_point import InteriorPoint
 from .lagrangian import AugmentedLagrangian, Multipliers, violation
 from .problem import TrajectoryProblem
@@ -167,12 +167,31 @@ _COLLOCATE = {False: eqx.filter_jit(_collocate, compiler_options=_FAST_COMPILE),
               True: eqx.filter_jit(eqx.filter_vmap(_collocate, in_axes=(None, None, 0)), compiler_options=_FAST_COMPILE)}
 
 
-def _solve_collocation(problem, w0, transcription: Collocation, optimiser, batched: bool) -> Solution:
+def _with_state(problem, q0, qd0):
+    return eqx.tree_at(lambda p: (p.q0, p.qd0), problem, (q0, qd0))
+
+
+def _collocate_from(nlp, optimiser, q0, qd0, w0):
+    return _collocate(eqx.tree_at(lambda n: n.problem, nlp, _with_state(nlp.problem, q0, qd0)), optimiser, w0)
+
+
+#: ... and vmapped over initial states and guesses together
+_COLLOCATE_STATES = eqx.filter_jit(eqx.filter_vmap(_collocate_from, in_axes=(None, None, 0, 0, 0)),
+                                   compiler_options=_FAST_COMPILE)
+
+
+def _solve_collocation(problem, w0, transcription: Collocation, optimiser, batched: bool, states=None) -> Solution:
+    """Solve from ``w0`` ((B,) K, nw), for ``problem`` or from each of the initial ``states``
+    ``(q0 (B, nq), qd0 (B, nv))``."""
     optimiser = InteriorPoint(tol=default_tolerance(problem.q0.dtype, 1e-8, 1000)) if optimiser is None else optimiser
     if not isinstance(optimiser, InteriorPoint):
         raise TypeError(f"collocation is solved by trajopt.InteriorPoint(tol=..., max_iter=...); got "
                         f"{type(optimiser).__name__}")
-    state, cost, worst, torques, errors = _COLLOCATE[batched](transcription.nlp(problem), optimiser, w0)
+    nlp = transcription.nlp(problem)
+    if states is None:
+        state, cost, worst, torques, errors = _COLLOCATE[batched](nlp, optimiser, w0)
+    else:
+        state, cost, worst, torques, errors = _COLLOCATE_STATES(nlp, optimiser, *states, w0)
     x = transcription.unpack(problem, state.w)
     ts = jnp.broadcast_to(problem.controls.ts, x.q.shape[:-1])
     one = jnp.ones_like(cost, dtype=jnp.int32)
@@ -231,6 +250,27 @@ def solve(problem: TrajectoryProblem, guess=None, *, transcription=None, optimis
         _shooting_only(constraints, inner_steps)
         return _solve_collocation(problem, z, transcription, optimiser, batched=False)
     return _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress, batched=False)
+
+
+def solve_batch(problem: TrajectoryProblem, q0, qd0=None, *, transcription=None, optimiser=None) -> Solution:
+    """The same collocation problem from B initial states, solved as one vmapped program.
+
+    ``q0`` (B, nq), ``qd0`` (B, nv) (default: the problem's ``qd0`` for all); ``transcription``:
+    a :class:`Collocation` (default :class:`HermiteSimpson`); ``optimiser``: an
+    :class:`InteriorPoint`. Each problem starts from the transcription's default guess for
+    its initial state and runs until it converges (the others are frozen meanwhile).
+
+    **Returns:** a :class:`Solution` with a leading axis B (``converged`` per problem).
+    """
+    transcription = HermiteSimpson() if transcription is None else transcription
+    if not isinstance(transcription, Collocation):
+        raise TypeError(f"solve_batch solves collocation problems; got {type(transcription).__name__}")
+    q0 = jnp.asarray(q0, problem.q0.dtype)
+    qd0 = jnp.broadcast_to(problem.qd0 if qd0 is None else jnp.asarray(qd0, problem.q0.dtype), (q0.shape[0], problem.model.nv))
+    if q0.ndim != 2 or q0.shape[1] != problem.model.nq:
+        raise ValueError(f"q0 must have shape (B, {problem.model.nq}); got {q0.shape}")
+    guesses = jax.vmap(lambda q, v: transcription.initial_guess(_with_state(problem, q, v)))(q0, qd0)
+    return _solve_collocation(problem, guesses, transcription, optimiser, batched=True, states=(q0, qd0))
 
 
 def _shooting_only(constraints, inner_steps):
