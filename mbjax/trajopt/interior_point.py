@@ -34,8 +34,9 @@ from .stagewise import StagewiseNLP
 class InteriorPointState(eqx.Module):
     """The iterate: knots ``w``, multipliers of the interval (``lam``) and node (``nu``)
     equalities and of the lower and upper bounds (``zl``, ``zu``), the barrier parameter ``mu``,
-    the largest infeasibility allowed (``theta_max``), the iteration count, the KKT error of
-    the last iterate, the last step length and Hessian regularisation."""
+    the largest infeasibility allowed (``theta_max``), the iteration count, the KKT error at
+    the start of the last iteration (the loop stops once it is at most ``tol``, after one more
+    step), the last step length and Hessian regularisation."""
 
     w: jax.Array
     lam: jax.Array
