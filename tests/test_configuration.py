@@ -173,7 +173,7 @@ def test_manifold_operations(spec):
 # ----------------------------------------------------------------------------- Pinocchio
 @pytest.fixture(scope="module")
 def pin():
-    return pytest.importorskip("pinocchio")
+    return pytest.importorskip("pinocchio", reason="Pinocchio (pip install pin, in the test extra) is the reference")
 
 
 def _compare_with_pinocchio(pin, model, pmodel, trials=10, seed=0):

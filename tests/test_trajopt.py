@@ -135,6 +135,7 @@ def test_multiple_shooting_with_velocity_limits_and_inexact_inner_solves():
     assert bool(sol.converged) and float(sol.violation) <= 1e-8
     assert int(sol.outer_iterations) < 30 and int(sol.iterations) <= 10 * int(sol.outer_iterations)
     cost = np.asarray(sol.history[:int(sol.outer_iterations), 0])
+    # the stopping rule under test: cost_tolerance=1e-4, the relative change over an outer iteration
     assert abs(cost[-1] - cost[-2]) <= 1e-4 * cost[-2]
 
     speed = np.max(np.abs(np.asarray(sol.trajectory.qd)), axis=0)

@@ -31,7 +31,7 @@ is cheaper to differentiate twice (one RNEA instead of a factorisation per point
 On the configuration manifold (quaternions, (cos, sin) pairs) a difference is
 :func:`mbjax.difference` and a sum :func:`mbjax.integrate`, exact for Euclidean joints and
 consistent to second order on rotations. The costs and constraints are the problem's terms:
-:class:`Effort` (exact for the interpolated torques), :class:`PathCost` (the scheme's
+:class:`Effort` (exact for the interpolated torques, by the knot controls' Gauss–Legendre rule), :class:`PathCost` (the scheme's
 quadrature), :class:`TerminalState` (a cost or an equality at the last knot) and the limit
 terms (bounds on the variables at the knots, and on the midpoint torques).
 """
@@ -53,12 +53,10 @@ from ..kinematics import tree_kinematics
 from ..methods import REGISTRY
 from ..simulation.controllers import FeedForward
 from ..simulation.trajectory import Trajectory
+from .controls import GAUSS_NODES, GAUSS_WEIGHTS
 from .costs import Effort, Limits, PathCost, PositionLimits, Rollout, TerminalState, TorqueLimits, VelocityLimits
 from .stagewise import StagewiseNLP
 
-#: Gauss–Legendre rule on [0, 1] with 3 nodes: exact for the square of a quadratic torque
-_GL3_X, _GL3_W = np.polynomial.legendre.leggauss(3)
-_GL3_X, _GL3_W = (_GL3_X + 1) / 2, _GL3_W / 2
 #: joint types whose configuration coordinates are their velocity coordinates
 _EUCLIDEAN = ("revolute", "prismatic")
 DYNAMICS = ("inverse", "forward")
@@ -328,9 +326,9 @@ class HermiteSimpson(Collocation):
     quadrature: ClassVar[tuple] = (1 / 6, 4 / 6, 1 / 6)
 
     def effort(self, ua, ub, um):
-        s = _GL3_X[:, None]
+        s = GAUSS_NODES[:, None]  # the knot controls' 4-point rule: exact for the square of a quadratic
         us = 2 * (s - 0.5) * (s - 1) * ua - 4 * s * (s - 1) * um + 2 * s * (s - 0.5) * ub
-        return jnp.sum(_GL3_W[:, None] * us**2)
+        return jnp.sum(GAUSS_WEIGHTS[:, None] * us**2)
 
     def midpoint_state(self, problem, xa, xb):
         """(q_m, v_m): the cubic Hermite interpolant of the interval at its middle."""

@@ -39,6 +39,10 @@ from .shooting import SingleShooting
 from .solution import Solution
 
 
+#: the shooting solver's default step budget per outer iteration
+INNER_STEPS = 100
+
+
 class _State(eqx.Module):
     z: object
     opt_state: object
@@ -219,7 +223,7 @@ def _variables(problem, guess, transcription, batched: bool):
 
 
 def solve(problem: TrajectoryProblem, guess=None, *, transcription=None, optimiser=None, constraints=None,
-          inner_steps: int = 100, progress: bool = True) -> Solution:
+          inner_steps: int = INNER_STEPS, progress: bool = True) -> Solution:
     """Optimise a trajectory from one initial guess, by direct shooting or by direct collocation.
 
     **Arguments:**
@@ -274,7 +278,7 @@ def solve_batch(problem: TrajectoryProblem, q0, qd0=None, *, transcription=None,
 
 
 def _shooting_only(constraints, inner_steps):
-    if constraints is not None or inner_steps != 100:
+    if constraints is not None or inner_steps != INNER_STEPS:
         raise TypeError("constraints= and inner_steps= set the shooting solver's outer loop; collocation takes "
                         "optimiser=trajopt.InteriorPoint(tol=..., max_iter=...)")
 
@@ -289,7 +293,7 @@ def best_restart(solutions: Solution) -> int:
 
 
 def solve_restarts(problem: TrajectoryProblem, guesses, *, transcription=None, optimiser=None, constraints=None,
-                   inner_steps: int = 100, progress: bool = True):
+                   inner_steps: int = INNER_STEPS, progress: bool = True):
     """:func:`solve` from several initial guesses at once (one vmapped program), for problems
     with local minima (a swing-up can go either way round).
 

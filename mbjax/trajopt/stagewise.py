@@ -73,8 +73,8 @@ class StagewiseNLP(eqx.Module):
         N = w.shape[0] - 1
         intervals = jax.vmap(self.interval)(w[:-1], w[1:], jnp.arange(N))
         nodes = jax.vmap(self.node)(w, jnp.arange(N + 1))
-        d = jax.vmap(lambda p: self.equalities(p))(intervals)
-        e = jax.vmap(lambda p: self.equalities(p))(nodes)
+        d = jax.vmap(self.equalities)(intervals)
+        e = jax.vmap(self.equalities)(nodes)
         return intervals[0].sum() + nodes[0].sum(), d, e * self.node_mask
 
     def derivatives(self, w, lam, nu):
