@@ -47,6 +47,25 @@ def test_block_tridiagonal_solve_and_inertia():
                  A @ r.reshape(-1), 1e-13, what="matvec")
 
 
+
+def test_inertia_count_of_kkt_like_blocks():
+    """Sturm's count of negative eigenvalues against numpy's eigenvalues: random symmetric
+    matrices of many sizes, interior-point KKT blocks [[H, J^T], [J, -1e-9 I]] (as many negative
+    eigenvalues as J has rows when H is positive definite), and a singular matrix, whose zero
+    eigenvalue counts as negative (so that the caller regularises it)."""
+    rng = np.random.default_rng(1)
+    for m in (1, 2, 5, 24):
+        S = rng.normal(size=(30, m, m))
+        S = S + np.swapaxes(S, 1, 2)
+        assert int(block_tridiagonal.negative_eigenvalues(jnp.asarray(S))) == int(np.sum(np.linalg.eigvalsh(S) < 0))
+    H = rng.normal(size=(10, 12, 12))
+    H = H @ np.swapaxes(H, 1, 2) + 1e-3 * np.eye(12)
+    J = rng.normal(size=(10, 6, 12))
+    kkt = np.block([[H, np.swapaxes(J, 1, 2)], [J, np.broadcast_to(-1e-9 * np.eye(6), (10, 6, 6))]])
+    assert int(block_tridiagonal.negative_eigenvalues(jnp.asarray(kkt))) == 10 * 6
+    singular = np.diag([2.0, 0.0, 3.0])
+    assert int(block_tridiagonal.negative_eigenvalues(jnp.asarray(singular))) == 1
+
 # ------------------------------------------------------------------ stage derivatives
 Q_GOAL = jnp.array([0.8, -0.5])
 
