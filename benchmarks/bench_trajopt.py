@@ -14,7 +14,7 @@ with zero torques, KKT tolerance 1e-8.
   solved by IPOPT with its default sparse linear solver (MUMPS) and exact Hessians.
 
 With ``--batch B``, mbjax also solves the problem (at the first N) from B initial states at
-once (``trajopt.solve_batch``, one vmapped interior point), reported per problem against one
+once (``trajopt.solve_batch``, one compiled program), reported per problem against one
 IPOPT solve. Each tool is timed on its first call in this process (mbjax: tracing and compilation
 included; CasADi: building the problem included) and warm (the same solve again), with its
 iteration count. Both solutions are then judged the same way: the cost as the exact integral

@@ -197,6 +197,12 @@ def test_trapezoidal_batched_restarts_and_initial_states():
     assert np.all(np.asarray(batch.converged))
     assert_close(batch.variables[1], moved.variables, 1e-12, what="initial state 1 alone")
     assert_close(batch.trajectory.q[:, 0], q0, 1e-12, what="initial states")
+    # the two vmapped together (as on an accelerator): the same, each to its own iteration count
+    paired = trajopt.solve_batch(problem, q0, transcription=scheme, chunk=2)
+    assert_close(paired.variables, batch.variables, 1e-12, what="vmapped pair")
+    np.testing.assert_array_equal(np.asarray(paired.iterations), np.asarray(batch.iterations))
+    with pytest.raises(ValueError, match="chunk must be an integer from 1 to the batch size 2"):
+        trajopt.solve_batch(problem, q0, transcription=scheme, chunk=3)
 
 
 def test_bad_input():

@@ -13,8 +13,8 @@ takes a transcription:
   accelerations at the knots the variables, with the dynamics as constraints, and solves the
   program by an :class:`InteriorPoint` method whose Newton steps cost time linear in the knots.
 
-:func:`solve_restarts` runs several initial guesses as one vmapped program and keeps the best;
-:func:`solve_batch` solves a collocation problem from many initial states at once.
+:func:`solve_restarts` runs several initial guesses in one compiled program and keeps the best;
+:func:`solve_batch` solves a collocation problem from many initial states in one call.
 
 Example::
 

@@ -163,39 +163,52 @@ def _collocate(nlp, optimiser: InteriorPoint, w0):
             transcription.interval_errors(problem, state.w))
 
 
-#: the compiled collocation solve, for one guess or vmapped over a batch of them; with XLA's
-#: classic loop emitters, which compile the solver's many small kernels faster (acrobot, 200
-#: intervals: 15 s instead of 19 s) and run them no slower
+#: the compiled collocation solve; with XLA's classic loop emitters, which compile the solver's
+#: many small kernels faster (acrobot, 200 intervals: 15 s instead of 19 s) and run them no slower
 _FAST_COMPILE = {"xla_cpu_use_fusion_emitters": False}
-_COLLOCATE = {False: eqx.filter_jit(_collocate, compiler_options=_FAST_COMPILE),
-              True: eqx.filter_jit(eqx.filter_vmap(_collocate, in_axes=(None, None, 0)), compiler_options=_FAST_COMPILE)}
+_COLLOCATE = eqx.filter_jit(_collocate, compiler_options=_FAST_COMPILE)
 
 
 def _with_state(problem, q0, qd0):
     return eqx.tree_at(lambda p: (p.q0, p.qd0), problem, (q0, qd0))
 
 
-def _collocate_from(nlp, optimiser, q0, qd0, w0):
-    return _collocate(eqx.tree_at(lambda n: n.problem, nlp, _with_state(nlp.problem, q0, qd0)), optimiser, w0)
+def _collocate_many(nlp, optimiser, q0, qd0, w0, chunk: int):
+    """:func:`_collocate` from each initial state and guess, ``chunk`` problems at a time
+    vmapped (``lax.map``): a vmapped while loop runs every problem to the slowest one's
+    iterations, and each inner loop (inertia correction, line search) to its slowest too."""
+    def one(args):
+        q, v, w = args
+        return _collocate(eqx.tree_at(lambda n: n.problem, nlp, _with_state(nlp.problem, q, v)), optimiser, w)
+    return jax.lax.map(one, (q0, qd0, w0), batch_size=None if chunk == 1 else chunk)
 
 
-#: ... and vmapped over initial states and guesses together
-_COLLOCATE_STATES = eqx.filter_jit(eqx.filter_vmap(_collocate_from, in_axes=(None, None, 0, 0, 0)),
-                                   compiler_options=_FAST_COMPILE)
+_COLLOCATE_MANY = eqx.filter_jit(_collocate_many, compiler_options=_FAST_COMPILE)
 
 
-def _solve_collocation(problem, w0, transcription: Collocation, optimiser, batched: bool, states=None) -> Solution:
-    """Solve from ``w0`` ((B,) K, nw), for ``problem`` or from each of the initial ``states``
-    ``(q0 (B, nq), qd0 (B, nv))``."""
+def _default_chunk(batch: int) -> int:
+    """Problems solved together (vmapped) by :func:`solve_batch` and :func:`solve_restarts`."""
+    return 1 if jax.default_backend() == "cpu" else batch
+
+
+def _solve_collocation(problem, w0, transcription: Collocation, optimiser, states=None, chunk=None) -> Solution:
+    """Solve from ``w0`` (K, nw), or from a batch of guesses ``w0`` (B, K, nw) for ``problem``
+    or from each of the initial ``states`` ``(q0 (B, nq), qd0 (B, nv))``, ``chunk`` at a time."""
     optimiser = InteriorPoint(tol=default_tolerance(problem.q0.dtype, 1e-8, 1000)) if optimiser is None else optimiser
     if not isinstance(optimiser, InteriorPoint):
         raise TypeError(f"collocation is solved by trajopt.InteriorPoint(tol=..., max_iter=...); got "
                         f"{type(optimiser).__name__}")
     nlp = transcription.nlp(problem)
-    if states is None:
-        state, cost, worst, torques, errors = _COLLOCATE[batched](nlp, optimiser, w0)
+    if w0.ndim == 2:
+        state, cost, worst, torques, errors = _COLLOCATE(nlp, optimiser, w0)
     else:
-        state, cost, worst, torques, errors = _COLLOCATE_STATES(nlp, optimiser, *states, w0)
+        batch = w0.shape[0]
+        q0, qd0 = (jnp.broadcast_to(problem.q0, (batch, problem.model.nq)),
+                   jnp.broadcast_to(problem.qd0, (batch, problem.model.nv))) if states is None else states
+        chunk = _default_chunk(batch) if chunk is None else chunk
+        if not (isinstance(chunk, int) and 1 <= chunk <= batch):
+            raise ValueError(f"chunk must be an integer from 1 to the batch size {batch}; got {chunk!r}")
+        state, cost, worst, torques, errors = _COLLOCATE_MANY(nlp, optimiser, q0, qd0, w0, chunk)
     x = transcription.unpack(problem, state.w)
     ts = jnp.broadcast_to(problem.controls.ts, x.q.shape[:-1])
     one = jnp.ones_like(cost, dtype=jnp.int32)
@@ -252,17 +265,21 @@ def solve(problem: TrajectoryProblem, guess=None, *, transcription=None, optimis
     z = _variables(problem, guess, transcription, batched=False)
     if isinstance(transcription, Collocation):
         _shooting_only(constraints, inner_steps)
-        return _solve_collocation(problem, z, transcription, optimiser, batched=False)
+        return _solve_collocation(problem, z, transcription, optimiser)
     return _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress, batched=False)
 
 
-def solve_batch(problem: TrajectoryProblem, q0, qd0=None, *, transcription=None, optimiser=None) -> Solution:
-    """The same collocation problem from B initial states, solved as one vmapped program.
+def solve_batch(problem: TrajectoryProblem, q0, qd0=None, *, transcription=None, optimiser=None,
+                chunk: int | None = None) -> Solution:
+    """The same collocation problem from B initial states, solved in one compiled program.
 
     ``q0`` (B, nq), ``qd0`` (B, nv) (default: the problem's ``qd0`` for all); ``transcription``:
     a :class:`Collocation` (default :class:`HermiteSimpson`); ``optimiser``: an
     :class:`InteriorPoint`. Each problem starts from the transcription's default guess for
-    its initial state and runs until it converges (the others are frozen meanwhile).
+    its initial state and runs until it converges, as if alone. ``chunk``: how many problems
+    are solved together, vmapped; the others wait in a ``lax.map``. Default: one at a time on a
+    CPU (where a vmapped batch of 64 swing-ups cost 3.1x more per problem: every problem waits
+    for the slowest, and the batch's arrays leave the cache), all of them on an accelerator.
 
     **Returns:** a :class:`Solution` with a leading axis B (``converged`` per problem).
     """
@@ -274,7 +291,7 @@ def solve_batch(problem: TrajectoryProblem, q0, qd0=None, *, transcription=None,
     if q0.ndim != 2 or q0.shape[1] != problem.model.nq:
         raise ValueError(f"q0 must have shape (B, {problem.model.nq}); got {q0.shape}")
     guesses = jax.vmap(lambda q, v: transcription.initial_guess(_with_state(problem, q, v)))(q0, qd0)
-    return _solve_collocation(problem, guesses, transcription, optimiser, batched=True, states=(q0, qd0))
+    return _solve_collocation(problem, guesses, transcription, optimiser, states=(q0, qd0), chunk=chunk)
 
 
 def _shooting_only(constraints, inner_steps):
@@ -293,12 +310,13 @@ def best_restart(solutions: Solution) -> int:
 
 
 def solve_restarts(problem: TrajectoryProblem, guesses, *, transcription=None, optimiser=None, constraints=None,
-                   inner_steps: int = INNER_STEPS, progress: bool = True):
-    """:func:`solve` from several initial guesses at once (one vmapped program), for problems
+                   inner_steps: int = INNER_STEPS, progress: bool = True, chunk: int | None = None):
+    """:func:`solve` from several initial guesses at once (one compiled program), for problems
     with local minima (a swing-up can go either way round).
 
     ``guesses``: knot values (B, K, nu), or batched decision variables (every leaf with a
-    leading axis B); for collocation, one vmapped interior-point solve. The other arguments are those of :func:`solve`.
+    leading axis B). Shooting vmaps the restarts; collocation solves them ``chunk`` at a time
+    as :func:`solve_batch` does. The other arguments are those of :func:`solve`.
 
     **Returns:** ``(best, all)``: the best :class:`Solution` (:func:`best_restart`) and all of
     them (leading axis B).
@@ -306,7 +324,7 @@ def solve_restarts(problem: TrajectoryProblem, guesses, *, transcription=None, o
     z = _variables(problem, guesses, transcription, batched=True)
     if isinstance(transcription, Collocation):
         _shooting_only(constraints, inner_steps)
-        solutions = _solve_collocation(problem, z, transcription, optimiser, batched=True)
+        solutions = _solve_collocation(problem, z, transcription, optimiser, chunk=chunk)
     else:
         solutions = _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress, batched=True)
     best = best_restart(solutions)
