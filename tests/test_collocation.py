@@ -191,18 +191,19 @@ def test_trapezoidal_batched_restarts_and_initial_states():
     # second order: the re-simulated end state is off by the estimate's order of magnitude
     assert end_error(problem, alone) <= 10 * np.asarray(alone.interval_errors).sum(axis=0).max()
     # from two initial states at once, each as if alone
-    q0 = jnp.array([[0.0, 0.0], [0.3, -0.2]])
+    q0 = jnp.array([[0.0, 0.0], [0.3, -0.2], [-0.2, 0.1]])
     batch = trajopt.solve_batch(problem, q0, transcription=scheme)
     moved = trajopt.solve(eqx.tree_at(lambda p: p.q0, problem, q0[1]), transcription=scheme)
     assert np.all(np.asarray(batch.converged))
     assert_close(batch.variables[1], moved.variables, 1e-12, what="initial state 1 alone")
     assert_close(batch.trajectory.q[:, 0], q0, 1e-12, what="initial states")
-    # the two vmapped together (as on an accelerator): the same, each to its own iteration count
+    # vmapped two at a time (as on an accelerator; the last pair padded): the same, each to its
+    # own iteration count
     paired = trajopt.solve_batch(problem, q0, transcription=scheme, chunk=2)
-    assert_close(paired.variables, batch.variables, 1e-12, what="vmapped pair")
+    assert_close(paired.variables, batch.variables, 1e-12, what="vmapped pairs")
     np.testing.assert_array_equal(np.asarray(paired.iterations), np.asarray(batch.iterations))
-    with pytest.raises(ValueError, match="chunk must be an integer from 1 to the batch size 2"):
-        trajopt.solve_batch(problem, q0, transcription=scheme, chunk=3)
+    with pytest.raises(ValueError, match="chunk must be an integer from 1 to the batch size 3"):
+        trajopt.solve_batch(problem, q0, transcription=scheme, chunk=4)
 
 
 def test_bad_input():

@@ -173,17 +173,41 @@ def _with_state(problem, q0, qd0):
     return eqx.tree_at(lambda p: (p.q0, p.qd0), problem, (q0, qd0))
 
 
-def _collocate_many(nlp, optimiser, q0, qd0, w0, chunk: int):
-    """:func:`_collocate` from each initial state and guess, ``chunk`` problems at a time
-    vmapped (``lax.map``): a vmapped while loop runs every problem to the slowest one's
-    iterations, and each inner loop (inertia correction, line search) to its slowest too."""
-    def one(args):
-        q, v, w = args
-        return _collocate(eqx.tree_at(lambda n: n.problem, nlp, _with_state(nlp.problem, q, v)), optimiser, w)
-    return jax.lax.map(one, (q0, qd0, w0), batch_size=None if chunk == 1 else chunk)
+def _started_at(nlp, q0, qd0):
+    """The program of the problem started at ``(q0, qd0)``."""
+    return eqx.tree_at(lambda n: n.problem, nlp, _with_state(nlp.problem, q0, qd0))
 
 
-_COLLOCATE_MANY = eqx.filter_jit(_collocate_many, compiler_options=_FAST_COMPILE)
+def _collocate_from(nlp, optimiser, q0, qd0, w0):
+    return _collocate(_started_at(nlp, q0, qd0), optimiser, w0)
+
+
+#: ... and vmapped over initial states and guesses
+_COLLOCATE_VMAP = eqx.filter_jit(eqx.filter_vmap(_collocate_from, in_axes=(None, None, 0, 0, 0)),
+                                 compiler_options=_FAST_COMPILE)
+
+
+def _collocate_many(nlp, optimiser, q0, qd0, w0, chunk: int, progress: bool):
+    """:func:`_collocate_from` for each initial state and guess, ``chunk`` problems at a time,
+    vmapped (a vmapped while loop runs every problem to the slowest one's iterations, and each
+    inner loop, inertia correction and line search, to its slowest too), the chunks one after
+    another with a progress bar. One problem at a time runs :func:`solve`'s compiled program; a
+    last short chunk is padded with copies of its last problem."""
+    batch = w0.shape[0]
+    pad = -batch % chunk
+    q0, qd0, w0 = (jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) for x in (q0, qd0, w0))
+    parts, converged = [], 0
+    with Progress(batch, "collocation", "problems", progress) as bar:
+        for i in range(0, batch, chunk):
+            if chunk == 1:
+                part = jax.tree.map(lambda x: x[None], _COLLOCATE(_started_at(nlp, q0[i], qd0[i]), optimiser, w0[i]))
+            else:
+                part = _COLLOCATE_VMAP(nlp, optimiser, q0[i:i + chunk], qd0[i:i + chunk], w0[i:i + chunk])
+            parts.append(part)
+            n = min(chunk, batch - i)
+            converged += int(jnp.sum(part[0].error[:n] <= optimiser.tol))
+            bar.update(n, f"{converged} converged")
+    return jax.tree.map(lambda *x: jnp.concatenate(x)[:batch], *parts)
 
 
 def _default_chunk(batch: int) -> int:
@@ -191,9 +215,11 @@ def _default_chunk(batch: int) -> int:
     return 1 if jax.default_backend() == "cpu" else batch
 
 
-def _solve_collocation(problem, w0, transcription: Collocation, optimiser, states=None, chunk=None) -> Solution:
+def _solve_collocation(problem, w0, transcription: Collocation, optimiser, states=None, chunk=None,
+                       progress: bool = False) -> Solution:
     """Solve from ``w0`` (K, nw), or from a batch of guesses ``w0`` (B, K, nw) for ``problem``
-    or from each of the initial ``states`` ``(q0 (B, nq), qd0 (B, nv))``, ``chunk`` at a time."""
+    or from each of the initial ``states`` ``(q0 (B, nq), qd0 (B, nv))``, ``chunk`` at a time
+    (a progress bar over the problems with ``progress``)."""
     optimiser = InteriorPoint(tol=default_tolerance(problem.q0.dtype, 1e-8, 1000)) if optimiser is None else optimiser
     if not isinstance(optimiser, InteriorPoint):
         raise TypeError(f"collocation is solved by trajopt.InteriorPoint(tol=..., max_iter=...); got "
@@ -208,7 +234,7 @@ def _solve_collocation(problem, w0, transcription: Collocation, optimiser, state
         chunk = _default_chunk(batch) if chunk is None else chunk
         if not (isinstance(chunk, int) and 1 <= chunk <= batch):
             raise ValueError(f"chunk must be an integer from 1 to the batch size {batch}; got {chunk!r}")
-        state, cost, worst, torques, errors = _COLLOCATE_MANY(nlp, optimiser, q0, qd0, w0, chunk)
+        state, cost, worst, torques, errors = _collocate_many(nlp, optimiser, q0, qd0, w0, chunk, progress)
     x = transcription.unpack(problem, state.w)
     ts = jnp.broadcast_to(problem.controls.ts, x.q.shape[:-1])
     one = jnp.ones_like(cost, dtype=jnp.int32)
@@ -270,16 +296,18 @@ def solve(problem: TrajectoryProblem, guess=None, *, transcription=None, optimis
 
 
 def solve_batch(problem: TrajectoryProblem, q0, qd0=None, *, transcription=None, optimiser=None,
-                chunk: int | None = None) -> Solution:
-    """The same collocation problem from B initial states, solved in one compiled program.
+                chunk: int | None = None, progress: bool = True) -> Solution:
+    """The same collocation problem from B initial states, in one call.
 
     ``q0`` (B, nq), ``qd0`` (B, nv) (default: the problem's ``qd0`` for all); ``transcription``:
     a :class:`Collocation` (default :class:`HermiteSimpson`); ``optimiser``: an
     :class:`InteriorPoint`. Each problem starts from the transcription's default guess for
     its initial state and runs until it converges, as if alone. ``chunk``: how many problems
-    are solved together, vmapped; the others wait in a ``lax.map``. Default: one at a time on a
-    CPU (where a vmapped batch of 64 swing-ups cost 3.1x more per problem: every problem waits
-    for the slowest, and the batch's arrays leave the cache), all of them on an accelerator.
+    are solved together, vmapped, by one compiled program; the chunks run one after another.
+    Default: one at a time on a CPU (where a vmapped batch of 64 swing-ups cost 3.1x more per
+    problem: every problem waits for the slowest, and the batch's arrays leave the cache), all
+    of them on an accelerator. ``progress``: a progress bar over the problems (tqdm, or plain
+    lines on stderr).
 
     **Returns:** a :class:`Solution` with a leading axis B (``converged`` per problem).
     """
@@ -291,7 +319,8 @@ def solve_batch(problem: TrajectoryProblem, q0, qd0=None, *, transcription=None,
     if q0.ndim != 2 or q0.shape[1] != problem.model.nq:
         raise ValueError(f"q0 must have shape (B, {problem.model.nq}); got {q0.shape}")
     guesses = jax.vmap(lambda q, v: transcription.initial_guess(_with_state(problem, q, v)))(q0, qd0)
-    return _solve_collocation(problem, guesses, transcription, optimiser, states=(q0, qd0), chunk=chunk)
+    return _solve_collocation(problem, guesses, transcription, optimiser, states=(q0, qd0), chunk=chunk,
+                              progress=progress)
 
 
 def _shooting_only(constraints, inner_steps):
@@ -311,12 +340,13 @@ def best_restart(solutions: Solution) -> int:
 
 def solve_restarts(problem: TrajectoryProblem, guesses, *, transcription=None, optimiser=None, constraints=None,
                    inner_steps: int = INNER_STEPS, progress: bool = True, chunk: int | None = None):
-    """:func:`solve` from several initial guesses at once (one compiled program), for problems
-    with local minima (a swing-up can go either way round).
+    """:func:`solve` from several initial guesses in one call, for problems with local minima
+    (a swing-up can go either way round).
 
     ``guesses``: knot values (B, K, nu), or batched decision variables (every leaf with a
-    leading axis B). Shooting vmaps the restarts; collocation solves them ``chunk`` at a time
-    as :func:`solve_batch` does. The other arguments are those of :func:`solve`.
+    leading axis B). Shooting vmaps the restarts (``progress``: over the outer iterations);
+    collocation solves them ``chunk`` at a time as :func:`solve_batch` does (``progress``: over
+    the restarts). The other arguments are those of :func:`solve`.
 
     **Returns:** ``(best, all)``: the best :class:`Solution` (:func:`best_restart`) and all of
     them (leading axis B).
@@ -324,7 +354,7 @@ def solve_restarts(problem: TrajectoryProblem, guesses, *, transcription=None, o
     z = _variables(problem, guesses, transcription, batched=True)
     if isinstance(transcription, Collocation):
         _shooting_only(constraints, inner_steps)
-        solutions = _solve_collocation(problem, z, transcription, optimiser, chunk=chunk)
+        solutions = _solve_collocation(problem, z, transcription, optimiser, chunk=chunk, progress=progress)
     else:
         solutions = _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress, batched=True)
     best = best_restart(solutions)
