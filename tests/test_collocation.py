@@ -204,6 +204,8 @@ def test_trapezoidal_batched_restarts_and_initial_states():
     np.testing.assert_array_equal(np.asarray(paired.iterations), np.asarray(batch.iterations))
     with pytest.raises(ValueError, match="chunk must be an integer from 1 to the batch size 3"):
         trajopt.solve_batch(problem, q0, transcription=scheme, chunk=4)
+    with pytest.raises(ValueError, match=r"qd0 must have shape \(2,\) or \(3, 2\); got \(2, 2\)"):
+        trajopt.solve_batch(problem, q0, jnp.zeros((2, 2)), transcription=scheme)
 
 
 def test_bad_input():

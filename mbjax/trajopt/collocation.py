@@ -31,9 +31,10 @@ is cheaper to differentiate twice (one RNEA instead of a factorisation per point
 On the configuration manifold (quaternions, (cos, sin) pairs) a difference is
 :func:`mbjax.difference` and a sum :func:`mbjax.integrate`, exact for Euclidean joints and
 consistent to second order on rotations. The costs and constraints are the problem's terms:
-:class:`Effort` (exact for the interpolated torques, by the knot controls' Gauss–Legendre rule), :class:`PathCost` (the scheme's
-quadrature), :class:`TerminalState` (a cost or an equality at the last knot) and the limit
-terms (bounds on the variables at the knots, and on the midpoint torques).
+:class:`Effort` (exact for the interpolated torques, by the knot controls' Gauss–Legendre
+rule), :class:`PathCost` (the scheme's quadrature), :class:`TerminalState` (a cost or an
+equality at the last knot) and the limit terms (bounds on the variables at the knots, and on
+the midpoint torques).
 """
 
 from __future__ import annotations

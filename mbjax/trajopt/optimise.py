@@ -195,7 +195,8 @@ def _collocate_many(nlp, optimiser, q0, qd0, w0, chunk: int, progress: bool):
     last short chunk is padded with copies of its last problem."""
     batch = w0.shape[0]
     pad = -batch % chunk
-    q0, qd0, w0 = (jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) for x in (q0, qd0, w0))
+    if pad:
+        q0, qd0, w0 = (jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) for x in (q0, qd0, w0))
     parts, converged = [], 0
     with Progress(batch, "collocation", "problems", progress) as bar:
         for i in range(0, batch, chunk):
@@ -315,9 +316,12 @@ def solve_batch(problem: TrajectoryProblem, q0, qd0=None, *, transcription=None,
     if not isinstance(transcription, Collocation):
         raise TypeError(f"solve_batch solves collocation problems; got {type(transcription).__name__}")
     q0 = jnp.asarray(q0, problem.q0.dtype)
-    qd0 = jnp.broadcast_to(problem.qd0 if qd0 is None else jnp.asarray(qd0, problem.q0.dtype), (q0.shape[0], problem.model.nv))
     if q0.ndim != 2 or q0.shape[1] != problem.model.nq:
         raise ValueError(f"q0 must have shape (B, {problem.model.nq}); got {q0.shape}")
+    qd0 = problem.qd0 if qd0 is None else jnp.asarray(qd0, problem.q0.dtype)
+    if qd0.shape not in ((problem.model.nv,), (q0.shape[0], problem.model.nv)):
+        raise ValueError(f"qd0 must have shape ({problem.model.nv},) or ({q0.shape[0]}, {problem.model.nv}); got {qd0.shape}")
+    qd0 = jnp.broadcast_to(qd0, (q0.shape[0], problem.model.nv))
     guesses = jax.vmap(lambda q, v: transcription.initial_guess(_with_state(problem, q, v)))(q0, qd0)
     return _solve_collocation(problem, guesses, transcription, optimiser, states=(q0, qd0), chunk=chunk,
                               progress=progress)
