@@ -54,7 +54,10 @@ def states(model):
 
 @pytest.fixture
 def small_chunks(monkeypatch):
+    """The level sweeps for any batch (the small ones the tests use fall back to a vmap of the
+    one-state function otherwise), in chunks of 8 states."""
     monkeypatch.setattr(levels, "CHUNK", 8)
+    monkeypatch.setattr(levels, "MIN_BATCH", 1)
 
 
 def _reference(model, q, qd, x, f_ext):
@@ -180,7 +183,33 @@ def test_state_derivatives(model, states, small_chunks, universal):
                 np.testing.assert_allclose(outs[2][k], ref[k], rtol=0, atol=1e-10 * scale)
 
 
-def test_state_derivatives_match_pinocchio():
+def test_small_batches_fall_back_to_one_state(model, states, monkeypatch):
+    """Below ``levels.MIN_BATCH`` states a vmap runs the one-state functions (matrix forms),
+    vmapped: the same values as the level sweeps to rounding."""
+    q, qd, x, f_ext = states
+    n = levels.MIN_BATCH - 1
+    args = (q[:n], qd[:n], x[:n], f_ext[:n])
+
+    def run():
+        batched = lambda f, *axes: jax.jit(jax.vmap(f, in_axes=(None,) + axes))(model, *args[:len(axes)])  # noqa: E731
+        return (batched(mbjax.aba, 0, 0, 0, 0), batched(mbjax.rnea, 0, 0, 0, 0), batched(mbjax.crba, 0),
+                batched(mbjax.aba_derivatives, 0, 0, 0, 0))
+
+    def nested(shape):  # vmaps within a vmap: the states of all of them are one batch
+        m = int(np.prod(shape))
+        return jax.jit(jax.vmap(jax.vmap(mbjax.aba, in_axes=(None, 0, 0, 0)), in_axes=(None, 0, 0, 0)))(
+            model, *(a[:m].reshape(shape + a.shape[1:]) for a in (q, qd, x))).reshape(m, -1)
+
+    fallback = run() + (nested((3, 5)), nested((4, 5)))
+    monkeypatch.setattr(levels, "MIN_BATCH", 1)
+    for a, b in zip(jax.tree_util.tree_leaves(fallback), jax.tree_util.tree_leaves(run() + (nested((3, 5)),))):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-11 * np.abs(b).max())
+    # (4, 5) states are 20: the level sweeps, the same values as one by one
+    ref = jax.vmap(lambda *a: _reference(model, *a, None)[2])(q[:20], qd[:20], x[:20])
+    np.testing.assert_allclose(fallback[-1], ref, rtol=0, atol=1e-10 * np.abs(ref).max())
+
+
+def test_state_derivatives_match_pinocchio(small_chunks):
     """Pinocchio's computeABADerivatives / computeRNEADerivatives on a floating-base robot
     (its q derivative along the tangent space, free-flyer twists in the body frame)."""
     pin = pytest.importorskip("pinocchio", reason="Pinocchio (pip install pin, in the test extra) is the reference")

@@ -10,11 +10,19 @@ import numpy as np
 import pytest
 
 import mbjax
+from mbjax.dynamics import levels
 
 pin = pytest.importorskip("pinocchio", reason="Pinocchio (pip install pin) is the reference")
 
 ROBOTS = ["ur5", "panda", "solo12", "talos_reduced"]
 TOL = 1e-10
+
+
+@pytest.fixture(autouse=True)
+def level_sweeps(monkeypatch):
+    """The evaluation is vmapped over a few states: through the level sweeps, as large batches
+    run (smaller than ``levels.MIN_BATCH`` would fall back to the one-state functions)."""
+    monkeypatch.setattr(levels, "MIN_BATCH", 1)
 
 
 def rel(x, y):

@@ -35,6 +35,11 @@ from ..model.model import Model
 #: (``benchmarks/bench_dynamics.py --chunk`` measures the choice)
 CHUNK = 128
 
+#: smaller batches run the single-state function vmapped: below about 16 states, the level
+#: sweeps' fixed cost per kernel outweighs what the batch-minor layout saves (per state, panda
+#: aba at B = 4: 5.4 us vmapped against 11.5 us in the sweeps; at B = 64: 2.8 against 1.9 us)
+MIN_BATCH = 16
+
 
 # ----------------------------------------------------------------- batch-minor algebra
 def T(A):
@@ -336,27 +341,52 @@ def batch_rule(kernel, single=None):
     C states in a last axis and returns one output with them last too. Unbatched calls run
     ``single(model, *states)``, by default the kernel with C = 1 (on XLA:CPU a few large
     matrix products can beat the level sweeps for one state). ``kernel=None``: a vmap of
-    ``single`` over each chunk instead (states first). A vmap over the model falls back to a
-    vmap of the single call.
+    ``single`` over each chunk instead (states first). A vmap over the model, or over fewer
+    than :data:`MIN_BATCH` states, falls back to a vmap of the single call.
     """
     if single is None:
         single = one_state(kernel)
     fn = jax.custom_batching.custom_vmap(single)
+    # a few states: ``single`` vmapped, unless a vmap around this one makes the batch larger
+    # (e.g. steps within segments): then the rule runs again on all the states at once
+    few = jax.custom_batching.custom_vmap(lambda model, *xs: jax.vmap(lambda *ys: single(model, *ys))(*xs))
 
     @fn.def_vmap
     def rule(axis_size, in_batched, model, *xs):
-        model_batched, xs_batched = in_batched[0], in_batched[1:]
-        if any(jax.tree_util.tree_leaves(model_batched)):
-            axes = (jax.tree_util.tree_map(lambda b: 0 if b else None, model_batched),) + tuple(
-                0 if b else None for b in xs_batched
-            )
-            return jax.vmap(single, in_axes=axes)(model, *xs), True
-        xs = [x if b or x is None else jnp.broadcast_to(x, (axis_size,) + x.shape) for x, b in zip(xs, xs_batched)]
+        if _over_models(in_batched):
+            return jax.vmap(single, in_axes=_axes(in_batched))(model, *xs), True
+        xs = _broadcast(axis_size, xs, in_batched[1:])
+        if axis_size < MIN_BATCH:
+            return few(model, *xs), True
         if kernel is None:
             return run_chunked(jax.vmap(lambda *ys: single(model, *ys)), axis_size, xs, minor=False), True
         return run_chunked(lambda *ys: kernel(model, *ys), axis_size, xs), True
 
+    @few.def_vmap
+    def few_rule(axis_size, in_batched, model, *xs):
+        if _over_models(in_batched):
+            return jax.vmap(few.fun, in_axes=_axes(in_batched))(model, *xs), True
+        xs = _broadcast(axis_size, xs, in_batched[1:])
+        flat = [None if x is None else x.reshape((-1,) + x.shape[2:]) for x in xs]
+        out = jax.vmap(lambda *ys: fn(model, *ys))(*flat)
+        return jax.tree_util.tree_map(lambda y: y.reshape((axis_size, -1) + y.shape[1:]), out), True
+
     return fn
+
+
+def _over_models(in_batched) -> bool:
+    """Whether a vmap batches the model (then the functions are vmapped as they are)."""
+    return any(jax.tree_util.tree_leaves(in_batched[0]))
+
+
+def _axes(in_batched):
+    """``in_axes`` of the batched arguments (model, *states)."""
+    return tuple(jax.tree_util.tree_map(lambda b: 0 if b else None, b) for b in in_batched)
+
+
+def _broadcast(axis_size, xs, batched):
+    """The states ``xs`` with the ones a vmap does not batch repeated along its axis."""
+    return [x if b or x is None else jnp.broadcast_to(x, (axis_size,) + x.shape) for x, b in zip(xs, batched)]
 
 
 def one_state(kernel):

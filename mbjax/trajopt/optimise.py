@@ -35,6 +35,7 @@ from .collocation import Collocation, HermiteSimpson
 from .interior_point import InteriorPoint
 from .lagrangian import AugmentedLagrangian, Multipliers, violation
 from .problem import TrajectoryProblem
+from .costs import Rollout
 from .shooting import SingleShooting
 from .solution import Solution
 
@@ -45,6 +46,7 @@ INNER_STEPS = 100
 
 class _State(eqx.Module):
     z: object
+    rollout: Rollout  # of z
     opt_state: object
     multipliers: Multipliers
     cost: jax.Array
@@ -59,10 +61,11 @@ def _residuals(problem, transcription, z):
 
 
 def _init(problem, transcription, optimiser, method: AugmentedLagrangian, z):
-    cost, eq, ineq = _residuals(problem, transcription, z)
+    rollout = transcription.rollout(problem, z)
+    cost, eq, ineq = problem.residuals(rollout)
     opt_state = optimiser.init(z) if isinstance(optimiser, optax.GradientTransformation) else None
     zero = jnp.zeros((), jnp.int32)
-    return _State(z, opt_state, method.init(eq, ineq), jnp.sum(cost**2), violation(eq, ineq), zero, zero,
+    return _State(z, rollout, opt_state, method.init(eq, ineq), jnp.sum(cost**2), violation(eq, ineq), zero, zero,
                   jnp.zeros((), bool))
 
 
@@ -88,7 +91,8 @@ def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, 
                                  max_steps=inner_steps, throw=False)
         z, opt_state = sol.value, None
         steps, ok = sol.stats["num_steps"].astype(jnp.int32), sol.result == optx.RESULTS.successful
-    cost, eq, ineq = _residuals(problem, transcription, z)
+    rollout = transcription.rollout(problem, z)
+    cost, eq, ineq = problem.residuals(rollout)
     after, cost = violation(eq, ineq), jnp.sum(cost**2)
     tolerance, cost_tolerance = method.tolerances(cost.dtype)
     stationary = jnp.abs(cost - state.cost) <= cost_tolerance * jnp.abs(state.cost)
@@ -98,22 +102,23 @@ def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, 
     # solve would repeat itself); a non-finite one keeps them
     keep = done | ~jnp.isfinite(after)
     new_m = jax.tree.map(lambda a, b: jnp.where(keep, a, b), m, method.update(m, eq, ineq, state.violation, after))
-    new = _State(z, opt_state, new_m, cost, after, state.iterations + steps, state.outer_iterations + 1,
+    new = _State(z, rollout, opt_state, new_m, cost, after, state.iterations + steps, state.outer_iterations + 1,
                  done)
     return jax.tree.map(lambda old, upd: jnp.where(state.done, old, upd), state, new)
 
 
-def _rollout(problem, transcription, z):
-    return transcription.rollout(problem, z)
+#: XLA's classic loop emitters instead of its fusion emitters: they compile the solvers' many
+#: small kernels faster and run them no slower
+_FAST_COMPILE = {"xla_cpu_use_fusion_emitters": False}
 
-
-#: the compiled (init, outer step, rollout), made once so that their caches persist across calls:
-#: plain for a single guess (re-batching the solver's loops costs twice the tracing time), or
-#: vmapped over the restarts' leading axis
+#: the compiled (init, outer step), made once so that their caches persist across calls: plain
+#: for a single guess (re-batching the solver's loops costs twice the tracing time), or vmapped
+#: over the restarts' leading axis; with XLA's classic loop emitters, which compile them faster
+#: (panda point to point: the outer step in 3.9 s instead of 5.6 s) and run them no slower
 _PROGRAMS = {
-    False: tuple(eqx.filter_jit(f) for f in (_init, _outer_step, _rollout)),
-    True: tuple(eqx.filter_jit(eqx.filter_vmap(f, in_axes=(None,) * (n - 1) + (0,)))
-                for f, n in ((_init, 5), (_outer_step, 6), (_rollout, 3))),
+    False: tuple(eqx.filter_jit(f, compiler_options=_FAST_COMPILE) for f in (_init, _outer_step)),
+    True: tuple(eqx.filter_jit(eqx.filter_vmap(f, in_axes=(None,) * (n - 1) + (0,)), compiler_options=_FAST_COMPILE)
+                for f, n in ((_init, 5), (_outer_step, 6))),
 }
 
 
@@ -136,7 +141,7 @@ def _optimise(problem, z, transcription, optimiser, constraints, inner_steps, pr
             "before building the model; or convert the model with model.astype(jnp.float64); or pass "
             "optimiser=optx.GaussNewton(rtol=..., atol=...) or an optax optimiser")
     method = AugmentedLagrangian() if constraints is None else constraints
-    init, outer_step, rollout = _PROGRAMS[batched]
+    init, outer_step = _PROGRAMS[batched]
     state = init(problem, transcription, optimiser, method, z)
     history = np.full((method.iterations, 2, *state.cost.shape), np.nan)
     with Progress(method.iterations, "trajopt", "outer iterations", progress) as bar:
@@ -147,7 +152,7 @@ def _optimise(problem, z, transcription, optimiser, constraints, inner_steps, pr
                           f"{int(np.sum(state.done))}/{np.size(state.done)} converged")
             if bool(jnp.all(state.done)):
                 break
-    result = rollout(problem, transcription, state.z)
+    result = state.rollout
     return Solution(state.z, result.u, result.trajectory, state.cost, state.violation, state.done,
                     state.iterations, state.outer_iterations, jnp.asarray(np.moveaxis(history, (0, 1), (-2, -1))))
 
@@ -163,9 +168,8 @@ def _collocate(nlp, optimiser: InteriorPoint, w0):
             transcription.interval_errors(problem, state.w))
 
 
-#: the compiled collocation solve; with XLA's classic loop emitters, which compile the solver's
-#: many small kernels faster (acrobot, 200 intervals: 15 s instead of 19 s) and run them no slower
-_FAST_COMPILE = {"xla_cpu_use_fusion_emitters": False}
+#: the compiled collocation solve (acrobot, 200 intervals: compiled in 15 s instead of 19 s with
+#: the classic emitters)
 _COLLOCATE = eqx.filter_jit(_collocate, compiler_options=_FAST_COMPILE)
 
 
