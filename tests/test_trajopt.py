@@ -10,7 +10,6 @@ One small problem serves every test (the bundled acrobot with both joints actuat
 from __future__ import annotations
 
 import diffrax
-import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,8 +17,7 @@ import pytest
 
 import mbjax
 from mbjax import trajopt
-from mbjax.trajopt.problem import _integrate_steps
-from random_models import TreeSpec, assert_close, build_model, random_configurations, richardson
+from random_models import assert_close, richardson
 
 T, KNOTS, SUBSTEPS = 1.0, 5, 4
 Q_GOAL = jnp.array([0.8, -0.5])
@@ -83,56 +81,6 @@ def test_gradient_matches_finite_differences():
     grad, grad_fd, jac, jac_fd = check(u, x)
     assert_close(grad, grad_fd, rtol=1e-8, what="objective gradient (reverse mode)")
     assert_close(jac, jac_fd, rtol=1e-8, what="defect Jacobian (forward mode)")
-
-
-@pytest.mark.parametrize("interpolation", ["linear", "cubic"])
-def test_simulation_derivatives_by_the_chain_rule_over_steps(interpolation):
-    """The fixed-step simulation's derivatives come from the chain rule over its steps (each
-    step's Jacobian at the simulated states, all steps at once: problem._integrate_jvp).
-    Against forward and reverse mode through the step loop itself, and Richardson-extrapolated
-    central differences; on a free-floating tree (quaternion: nq != nv), with Tsit5 (whose
-    last stage is the next step's first), a segment from an inner knot (its torques depend on
-    the knot before it when cubic), and along a model parameter (plain forward mode)."""
-    model = build_model(TreeSpec(parents=(-1, 0, 1), joints=("free", "revolute", "spherical"),
-                                 armature=(False, True, False), limited=(False,) * 3, frames=(), seed=5))
-    rng = np.random.default_rng(0)
-    q0 = random_configurations(model, jax.random.PRNGKey(3), 1)[0]
-    qd0 = jnp.asarray(rng.normal(size=model.nv))
-    problem = trajopt.TrajectoryProblem(model, q0, qd0, 1.0, 6, substeps=3, solver=diffrax.Tsit5(),
-                                        costs=[trajopt.Effort()], interpolation=interpolation)
-    u = jnp.asarray(rng.normal(size=problem.controls.shape))
-    first, intervals = jnp.asarray(2), 2
-
-    def simulate(u, q0, qd0):
-        traj = problem.simulate(u, q0, qd0, first, intervals)
-        return jnp.concatenate([traj.q, traj.qd], axis=1)
-
-    def through_the_loop(u, q0, qd0):
-        q, qd = _integrate_steps(problem.forward_mode(), u, q0, qd0, first, intervals)
-        return jnp.concatenate([jax.vmap(mbjax.normalize, (None, 0))(model, q), qd], axis=1)
-
-    args = (u, q0, qd0)
-    by_steps = jax.jit(jax.jacfwd(simulate, argnums=(0, 1, 2)))(*args)
-    loop = jax.jit(jax.jacfwd(through_the_loop, argnums=(0, 1, 2)))(*args)
-    reverse = jax.jit(jax.jacrev(simulate, argnums=(0, 1, 2)))(*args)
-    for a, b, c, what in zip(by_steps, loop, reverse, ("u", "q0", "qd0")):
-        assert_close(a, b, rtol=1e-12, what=f"d/d{what}: chain rule over steps vs forward mode through the loop")
-        assert_close(c, b, rtol=1e-12, what=f"d/d{what}: reverse mode vs forward mode through the loop")
-    h = 1e-4
-    fd = lambda f, s: (f(s * h) - f(-s * h)) / (2 * s * h)  # noqa: E731
-    du = jnp.asarray(rng.normal(size=u.shape))
-    along_u = lambda e: simulate(u + e * du, q0, qd0)  # noqa: E731
-    assert_close(jnp.tensordot(by_steps[0], du, axes=2), richardson(fd(along_u, 1), fd(along_u, 2)), rtol=1e-8,
-                 what="d/du along a direction vs central differences")
-
-    def along_mass(e):  # the model is differentiated too: plain forward mode
-        moved = problem.model.mass.at[1].add(e)
-        p = eqx.tree_at(lambda p: p.model, problem, eqx.tree_at(lambda m: m.mass, model, moved))
-        traj = p.simulate(u, q0, qd0, first, intervals)
-        return jnp.concatenate([traj.q, traj.qd], axis=1)
-
-    assert_close(jax.jacfwd(along_mass)(0.0), richardson(fd(along_mass, 1), fd(along_mass, 2)), rtol=1e-8,
-                 what="d/d(mass) vs central differences")
 
 
 def test_rest_to_rest_swing_converges_and_resimulates(restarts):

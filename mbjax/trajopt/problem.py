@@ -3,8 +3,6 @@ torques, costs and constraints, and the fixed-step integration used to simulate 
 
 from __future__ import annotations
 
-import functools
-
 
 import diffrax
 import equinox as eqx
@@ -20,7 +18,6 @@ from ..methods import as_dynamics
 from ..simulation.vector_field import vector_field
 from .controls import KnotControls
 from .costs import Rollout, Term, Limits
-from ..tangents import instantiate, is_zero
 
 
 class TrajectoryProblem(eqx.Module):
@@ -103,37 +100,27 @@ class TrajectoryProblem(eqx.Module):
     def simulate(self, u, q0, qd0, first, intervals: int) -> Trajectory:
         """Simulate from ``(q0, qd0)`` at knot ``first`` over ``intervals`` knot intervals with knot
         values ``u``: ``substeps`` fixed steps of the diffrax ``solver`` per interval on
-        :func:`mbjax.simulate`'s vector field, in a ``lax.scan``. ``first`` may be traced (a batch
-        of segments). Differentiable in forward and reverse mode, the derivative with respect to
-        ``u`` and the initial state by the chain rule over the steps (:func:`_integrate_jvp`).
+        :func:`mbjax.simulate`'s vector field, in a ``lax.scan`` (reverse-mode differentiable;
+        see :meth:`forward_mode` for forward mode). ``first`` may be traced (a batch of segments).
 
         **Returns:** a :class:`Trajectory` with every step (``intervals * substeps + 1`` rows).
         """
-        starts, dt = self.step_times(first, intervals)
-        q, qd = _integrate(self, u, q0, qd0, first, intervals)
-        q = jax.vmap(normalize, (None, 0))(self.model, q)
-        return Trajectory(ts=jnp.concatenate([starts, starts[-1:] + dt]), q=q, qd=qd)
-
-    def step_times(self, first, intervals: int):
-        """Start times (n,) of the ``n = intervals * substeps`` fixed steps from knot ``first``,
-        and the step ``dt``."""
         n = intervals * self.substeps
         t0 = jnp.take(self.controls.ts, first)
         dt = (jnp.take(self.controls.ts, first + intervals) - t0) / n
-        return t0 + dt * jnp.arange(n, dtype=dt.dtype), dt
+        ts = t0 + dt * jnp.arange(n + 1, dtype=dt.dtype)
+        term = diffrax.ODETerm(vector_field)
+        args = (self.model, self.method, self.controls.controller(u), None)
+        y0 = (q0, qd0)
 
-    def step(self, y, t, dt, u, state=None):
-        """One fixed step of the solver from time ``t`` and state ``y = (q, qd)`` under knot values
-        ``u``; ``state``: the solver's state carried from the previous step (``None``: its
-        initial state at ``(t, y)``). Returns the new ``y`` and solver state."""
-        term, args = self._vector_field(u)
-        if state is None:
-            state = self.solver.init(term, t, t + dt, y, args)
-        y, _, _, state, _ = self.solver.step(term, t, t + dt, y, args, state, made_jump=False)
-        return y, state
+        def step(carry, t):
+            y, state = carry
+            y, _, _, state, _ = self.solver.step(term, t, t + dt, y, args, state, made_jump=False)
+            return (y, state), y
 
-    def _vector_field(self, u):
-        return diffrax.ODETerm(vector_field), (self.model, self.method, self.controls.controller(u), None)
+        _, (q, qd) = jax.lax.scan(step, (y0, self.solver.init(term, t0, t0 + dt, y0, args)), ts[:-1])
+        q = jax.vmap(normalize, (None, 0))(self.model, jnp.concatenate([q0[None], q]))
+        return Trajectory(ts=ts, q=q, qd=jnp.concatenate([qd0[None], qd]))
 
     def residuals(self, rollout: Rollout):
         """(cost residuals, equality residuals, inequality residuals) of a rollout, each 1-D in
@@ -148,92 +135,3 @@ class TrajectoryProblem(eqx.Module):
         dtype = self.q0.dtype
         cat = lambda parts: jnp.concatenate(parts).astype(dtype) if parts else jnp.zeros(0, dtype)  # noqa: E731
         return cat(costs), cat(equalities), cat(inequalities)
-
-
-def _integrate_steps(problem: TrajectoryProblem, u, q0, qd0, first, intervals: int):
-    """The unnormalised states ``q`` (n + 1, nq), ``qd`` (n + 1, nv) of
-    :meth:`TrajectoryProblem.simulate`, the solver's state carried from step to step."""
-    starts, dt = problem.step_times(first, intervals)
-
-    def step(carry, t):
-        y, state = problem.step(carry[0], t, dt, u, carry[1])
-        return (y, state), y
-
-    y0 = (q0, qd0)
-    term, args = problem._vector_field(u)
-    state0 = problem.solver.init(term, starts[0], starts[0] + dt, y0, args)
-    _, (q, qd) = jax.lax.scan(step, (y0, state0), starts)
-    return jnp.concatenate([q0[None], q]), jnp.concatenate([qd0[None], qd])
-
-
-@eqx.filter_jit
-def _integrate(problem: TrajectoryProblem, u, q0, qd0, first, intervals: int):
-    """:func:`_integrate_steps`, differentiated by :func:`_integrate_jvp`."""
-    arrays, static = eqx.partition(problem, eqx.is_array)
-    return _integrate_arrays(static, intervals, arrays, u, q0, qd0, first)
-
-
-@functools.partial(jax.custom_jvp, nondiff_argnums=(0, 1))
-def _integrate_arrays(static, intervals, arrays, u, q0, qd0, first):
-    return _integrate_steps(eqx.combine(arrays, static), u, q0, qd0, first, intervals)
-
-
-def _knot_window(problem: TrajectoryProblem, knot):
-    """The first of the ``L`` consecutive knots whose values the torques of knot interval
-    ``knot`` depend on, and L: linear interpolation uses the interval's two ends; the cubic
-    Hermite interpolation with backward differences also the knot before (its slope)."""
-    K = problem.knots
-    L, before = (2, 0) if problem.controls.kind == "linear" else (3, 1)
-    L = min(L, K)
-    return jnp.clip(knot - before, 0, K - L), L
-
-
-def _integrate_jvp(static, intervals, primals, tangents):
-    """Forward mode of the simulation by the chain rule over its steps.
-
-    ``y_{i+1} = Phi_i(y_i, u)`` for step i; ``Phi_i`` depends on u only through the L knots of
-    its interval (:func:`_knot_window`). So ``dy_{i+1} = A_i dy_i + B_i du_i`` with
-    ``A_i = dPhi_i/dy``, ``B_i = dPhi_i/du_i`` at the simulated states, where ``du_i`` is the
-    tangent of those knots. The (A_i, B_i) of all steps depend on the primal trajectory only:
-    they are computed at once, vmapped over the steps (the dynamics see all n states as one
-    batch, with nx + L nu tangents each), and the tangents (any number of them: ``jax.jacfwd``
-    of the shooting residuals has one per decision variable) then only run through the linear
-    recursion. Forward mode through the sequential scan instead carried every tangent through
-    every stage of every step, one step at a time.
-    """
-    arrays, u, q0, qd0, first = primals
-    darrays, du, dq0, dqd0, _ = tangents
-    if not is_zero(darrays):  # derivatives along the model or the horizon: plain forward mode
-        return jax.jvp(lambda p, u, a, b: _integrate_steps(eqx.combine(p, static).forward_mode(), u, a, b, first,
-                                                          intervals),
-                       (arrays, u, q0, qd0), instantiate((darrays, du, dq0, dqd0)))
-    problem = eqx.combine(arrays, static)
-    q, qd = _integrate_arrays(static, intervals, arrays, u, q0, qd0, first)
-    nq, nu = q0.shape[0], u.shape[1]
-    starts, dt = problem.step_times(first, intervals)
-    window, L = _knot_window(problem, first + jnp.arange(starts.shape[0]) // problem.substeps)
-    linear = problem.forward_mode()
-
-    def step(y, w, t, k):
-        y1, _ = linear.step((y[:nq], y[nq:]), t, dt, jax.lax.dynamic_update_slice(u, w.reshape(L, nu), (k, 0)))
-        return jnp.concatenate(y1)
-
-    def linearise(y, t, k):
-        return jax.jacfwd(step, argnums=(0, 1))(y, jax.lax.dynamic_slice(u, (k, 0), (L, nu)).reshape(-1), t, k)
-
-    ys = jnp.concatenate([q, qd], axis=1)
-    A, B = jax.vmap(linearise)(ys[:-1], starts, window)
-    du = instantiate(du)
-
-    def chain(dy, x):
-        A, B, k = x
-        dy = A @ dy + B @ jax.lax.dynamic_slice(du, (k, 0), (L, nu)).reshape(-1)
-        return dy, dy
-
-    dy0 = jnp.concatenate(instantiate((dq0, dqd0)))
-    _, dys = jax.lax.scan(chain, dy0, (A, B, window))
-    dys = jnp.concatenate([dy0[None], dys])
-    return (q, qd), (dys[:, :nq], dys[:, nq:])
-
-
-_integrate_arrays.defjvp(_integrate_jvp, symbolic_zeros=True)
