@@ -83,6 +83,24 @@ def test_gradient_matches_finite_differences():
     assert_close(jac, jac_fd, rtol=1e-8, what="defect Jacobian (forward mode)")
 
 
+def test_levenberg_marquardt_on_rosenbrock():
+    """The default inner solver on Rosenbrock's function as residuals (10 (y - x^2), 1 - x),
+    variables in a pytree: from (-1.2, 1) to the minimum (1, 1), ended by its gradient test
+    before the step budget; a budget too small to get there reports no convergence."""
+    lm = trajopt.LevenbergMarquardt(rtol=1e-12, atol=1e-12)
+
+    def residuals(z, a):
+        return jnp.stack([10.0 * (z["y"] - z["x"] ** 2), a - z["x"]])
+
+    solve = jax.jit(lambda z, n: lm.minimise(residuals, z, 1.0, n), static_argnums=1)
+    start = {"x": jnp.asarray(-1.2), "y": jnp.asarray(1.0)}
+    z, steps, converged = solve(start, 100)
+    assert bool(converged) and 0 < int(steps) < 100, (converged, steps)
+    assert_close(jnp.stack([z["x"], z["y"]]), jnp.ones(2), rtol=1e-10, what="Rosenbrock minimum")
+    _, steps, converged = solve(start, 3)
+    assert not bool(converged) and int(steps) == 3
+
+
 def test_rest_to_rest_swing_converges_and_resimulates(restarts):
     """Both restarts reach the goal; the best one, re-simulated with Dopri8 at rtol = atol =
     1e-12 (adaptive steps; the optimiser used 16 fixed Dopri8 steps), ends at rest at the goal."""

@@ -7,8 +7,8 @@ takes a transcription:
 
 - shooting (:class:`SingleShooting`, :class:`MultipleShooting`) turns the decision variables
   into a simulated trajectory and minimises the costs subject to the constraints by an
-  augmented Lagrangian (:class:`AugmentedLagrangian`, :func:`Penalty`) around an optimistix
-  (Levenberg–Marquardt by default) or optax solver;
+  augmented Lagrangian (:class:`AugmentedLagrangian`, :func:`Penalty`) around an inner solver
+  (:class:`LevenbergMarquardt` by default, or one of optimistix or optax);
 - collocation (:class:`HermiteSimpson`, :class:`Trapezoidal`) makes the states, torques and
   accelerations at the knots the variables, with the dynamics as constraints, and solves the
   program by an :class:`InteriorPoint` method whose Newton steps cost time linear in the knots.
@@ -30,6 +30,7 @@ from .collocation import Collocation, HermiteSimpson, Trapezoidal
 from .controls import KnotControls, actuated_dofs
 from .interior_point import InteriorPoint, InteriorPointState
 from .lagrangian import AugmentedLagrangian, Multipliers, Penalty, violation
+from .levenberg_marquardt import LevenbergMarquardt
 from .problem import TrajectoryProblem
 from .shooting import MultipleShooting, ShootingNodes, SingleShooting
 from .solution import Solution
@@ -38,7 +39,7 @@ from .costs import Effort, PathCost, PositionLimits, Rollout, TerminalState, Ter
 
 __all__ = [
     "AugmentedLagrangian", "Collocation", "Effort", "HermiteSimpson", "InteriorPoint", "InteriorPointState",
-    "KnotControls", "MultipleShooting", "Multipliers", "PathCost", "Penalty",
+    "KnotControls", "LevenbergMarquardt", "MultipleShooting", "Multipliers", "PathCost", "Penalty",
     "PositionLimits", "Rollout", "ShootingNodes", "SingleShooting", "Solution", "TerminalState", "Term", "TorqueLimits",
     "Trapezoidal", "TrajectoryProblem", "VelocityLimits", "actuated_dofs", "best_restart", "solve", "solve_batch", "solve_restarts", "violation",
 ]

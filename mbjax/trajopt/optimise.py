@@ -1,4 +1,4 @@
-"""``solve`` and ``solve_restarts``: direct shooting with an inner solver (optimistix or optax)
+"""``solve`` and ``solve_restarts``: direct shooting with an inner solver (mbjax's, optimistix's or optax's)
 inside an augmented-Lagrangian outer loop, batched over initial guesses with ``vmap``.
 
 Each outer iteration is one compiled program (vmapped over the restarts of
@@ -10,10 +10,13 @@ after ``constraints.iterations`` updates.
 
 **Inner solvers.**
 
-- An optimistix least-squares solver (default ``optx.LevenbergMarquardt``; also
-  ``optx.GaussNewton``): the augmented Lagrangian is a sum of squares, and
-  its Jacobian is formed in forward mode (one JVP per decision variable). A second-order
-  method converges in tens of iterations where first-order ones need thousands.
+- :class:`LevenbergMarquardt` (default), or an optimistix least-squares solver
+  (``optx.LevenbergMarquardt``, ``optx.GaussNewton``): the augmented Lagrangian is a sum of
+  squares, and its Jacobian is formed in forward mode (one JVP per decision variable). A
+  second-order method converges in tens of iterations where first-order ones need thousands.
+  mbjax's evaluates each trial point with its Jacobian, so its compiled program holds the
+  simulation once, differentiated (optimistix's holds it three times: panda point to point
+  compiles in 3.3 s instead of 5.9 s).
 - An optimistix minimiser (``optx.BFGS``, ...) or an optax optimiser (``optax.adam(1e-2)``):
   gradients in reverse mode through the simulation; with optax, ``inner_steps`` updates per
   outer iteration.
@@ -34,6 +37,7 @@ from ..simulation.trajectory import Trajectory
 from .collocation import Collocation, HermiteSimpson
 from .interior_point import InteriorPoint
 from .lagrangian import AugmentedLagrangian, Multipliers, violation
+from .levenberg_marquardt import LevenbergMarquardt
 from .problem import TrajectoryProblem
 from .costs import Rollout
 from .shooting import SingleShooting
@@ -71,13 +75,16 @@ def _init(problem, transcription, optimiser, method: AugmentedLagrangian, z):
 
 def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, inner_steps: int, state: _State):
     m = state.multipliers
-    if isinstance(optimiser, optx.AbstractGaussNewton):  # Jacobians in forward mode
+    if isinstance(optimiser, (optx.AbstractGaussNewton, LevenbergMarquardt)):  # Jacobians in forward mode
         problem = problem.forward_mode()
 
     def merit(z, m):
         return method.residuals(*_residuals(problem, transcription, z), m)
 
-    if isinstance(optimiser, optax.GradientTransformation):
+    if isinstance(optimiser, LevenbergMarquardt):
+        z, steps, ok = optimiser.minimise(merit, state.z, m, inner_steps)
+        opt_state = None
+    elif isinstance(optimiser, optax.GradientTransformation):
         def update(carry, _):
             z, s = carry
             g = jax.grad(lambda z: jnp.sum(merit(z, m) ** 2))(z)
@@ -128,11 +135,12 @@ def _optimise(problem, z, transcription, optimiser, constraints, inner_steps, pr
     transcription = SingleShooting() if transcription is None else transcription
     if optimiser is None:
         tol = default_tolerance(problem.q0.dtype, 1e-8, 1000)
-        optimiser = optx.LevenbergMarquardt(rtol=tol, atol=tol)
-    if not isinstance(optimiser, (optax.GradientTransformation, optx.AbstractLeastSquaresSolver,
+        optimiser = LevenbergMarquardt(rtol=tol, atol=tol)
+    if not isinstance(optimiser, (LevenbergMarquardt, optax.GradientTransformation, optx.AbstractLeastSquaresSolver,
                                   optx.AbstractMinimiser)):
-        raise TypeError("optimiser must be an optimistix least-squares solver or minimiser (e.g. "
-                        "optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)) or an optax optimiser (e.g. optax.adam(1e-2))")
+        raise TypeError("optimiser must be a trajopt.LevenbergMarquardt(rtol=..., atol=...), an optimistix "
+                        "least-squares solver or minimiser (e.g. optx.GaussNewton(rtol=1e-8, atol=1e-8)) or an "
+                        "optax optimiser (e.g. optax.adam(1e-2))")
     if isinstance(optimiser, optx.LevenbergMarquardt) and jax.config.jax_enable_x64 and problem.q0.dtype != jnp.float64:
         # its damping (a float64 scalar under x64) promotes the float32 step, and lineax then refuses it
         raise ValueError(
@@ -280,7 +288,7 @@ def solve(problem: TrajectoryProblem, guess=None, *, transcription=None, optimis
     - ``transcription``: :class:`SingleShooting` (default), :class:`MultipleShooting`, or a
       collocation (:class:`HermiteSimpson`, :class:`Trapezoidal`).
     - ``optimiser``: for shooting, the inner solver (see the module docstring); default
-      ``optx.LevenbergMarquardt(rtol=1e-8, atol=1e-8)`` for a float64 problem, with rtol = atol =
+      :class:`LevenbergMarquardt` ``(rtol=1e-8, atol=1e-8)`` for a float64 problem, with rtol = atol =
       1000 units of roundoff (1.2e-4) for a float32 one. For collocation, an
       :class:`InteriorPoint` (default: ``tol`` 1e-8 in float64, 1.2e-4 in float32).
     - ``constraints``: shooting only: :class:`AugmentedLagrangian` (default) or :func:`Penalty`,
