@@ -134,7 +134,6 @@ class _Launched:
         self.workdir = workdir
         self.env = dict(os.environ, MPLBACKEND="Agg", PYTHONUNBUFFERED="1", MBJAX_QUICK="1")
         self.pool = ThreadPoolExecutor(max_workers=os.cpu_count() or 2)
-        self.procs = []
         self.futures = {name: self.pool.submit(self._once, name, args)
                         for name, (args, available, _) in SCRIPTS.items() if available}
 
@@ -152,7 +151,6 @@ class _Launched:
         with open(log, "w", encoding="utf-8") as out:
             proc = subprocess.Popen([sys.executable, *args], cwd=self.workdir, env=self.env, stdout=out,
                                     stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-            self.procs.append(proc)
             try:
                 rc = proc.wait(timeout=TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -165,11 +163,11 @@ class _Launched:
         return self.futures[name].result()
 
     def close(self):
+        """Cancel the scripts not started; wait for the running ones (each ends within its
+        timeout): another worker may be waiting for their results (killing them gave that
+        worker's test an exit status of -9)."""
         for future in self.futures.values():
             future.cancel()
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
         self.pool.shutdown(wait=True)
 
 

@@ -382,8 +382,11 @@ def test_float32_trajectory_optimisation_with_default_settings():
 
 
 def test_float32_trajectory_problem_with_x64_on():
-    """A float32 model while x64 is on: float64 targets are rounded like every input, and the
-    Levenberg–Marquardt solver that cannot take it says what to do instead."""
+    """A float32 model while x64 is on: float64 targets are rounded like every input; the
+    default inner solver keeps the problem's float32, and optimistix's Levenberg–Marquardt,
+    which cannot take it, says what to do instead."""
+    import optimistix as optx
+
     from mbjax import trajopt
 
     problem = _acrobot_problem()
@@ -392,8 +395,13 @@ def test_float32_trajectory_problem_with_x64_on():
     single = trajopt.SingleShooting()
     out = jax.eval_shape(lambda u: problem.residuals(single.rollout(problem, u)), jnp.zeros((5, 2), jnp.float32))
     assert [r.dtype for r in out] == [jnp.float32] * 3
+    solution = trajopt.solve(problem, jnp.zeros((5, 2)), constraints=trajopt.AugmentedLagrangian(iterations=1),
+                             inner_steps=3, progress=False)
+    assert solution.u.dtype == jnp.float32 and bool(jnp.all(jnp.isfinite(solution.u)))
+    assert solution.trajectory.q.dtype == jnp.float32
     with pytest.raises(ValueError, match="float32 problem with jax_enable_x64 on.*leave jax_enable_x64 off"):
-        trajopt.solve(problem, jnp.zeros((5, 2)), progress=False)
+        trajopt.solve(problem, jnp.zeros((5, 2)), optimiser=optx.LevenbergMarquardt(rtol=1e-4, atol=1e-4),
+                      progress=False)
 
 
 # ------------------------------------------------------------------ 8. identification's rank decision
