@@ -44,7 +44,6 @@ from _common import Example, convergence
 import jax
 import jax.numpy as jnp
 import numpy as np
-import optimistix as optx
 
 import mbjax
 from mbjax import trajopt
@@ -108,7 +107,7 @@ start = time.perf_counter()
 # a stiff initial penalty (the constraints in rad and rad/s against an effort of ~1 with weight 1e-2)
 # takes the violation below 1e-8 in a few multiplier updates of 20 Levenberg-Marquardt steps each
 outer = trajopt.AugmentedLagrangian(penalty=1e3, iterations=20, cost_tolerance=1e-4)
-solution = trajopt.solve(problem, guess, optimiser=optx.LevenbergMarquardt(rtol=1e-6, atol=1e-6),
+solution = trajopt.solve(problem, guess, optimiser=trajopt.LevenbergMarquardt(rtol=1e-6, atol=1e-6),
                          constraints=outer, inner_steps=20)
 jax.block_until_ready(solution.u)
 wall = time.perf_counter() - start
