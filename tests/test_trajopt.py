@@ -99,6 +99,10 @@ def test_levenberg_marquardt_on_rosenbrock():
     assert_close(jnp.stack([z["x"], z["y"]]), jnp.ones(2), rtol=1e-10, what="Rosenbrock minimum")
     _, steps, converged = solve(start, 3)
     assert not bool(converged) and int(steps) == 3
+    # trial points where the residuals are not finite (a diverging simulation) are rejected
+    diverging = lambda z, a: jnp.where(z > 2.0, jnp.nan, z - a)  # noqa: E731
+    z, _, converged = jax.jit(lambda z: lm.minimise(diverging, z, 3.0, 30))(jnp.zeros(1))
+    assert bool(jnp.all(jnp.isfinite(z))) and float(z[0]) <= 2.0 and not bool(converged), z
 
 
 def test_rest_to_rest_swing_converges_and_resimulates(restarts):
