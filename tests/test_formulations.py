@@ -134,7 +134,9 @@ def test_fixed_base_matches_aba_and_rnea(name, joints, methods):
     tau = 3.0 * rng.normal(size=(BATCH, m0.nv))
     f_ext = rng.normal(size=(BATCH, m0.nbodies, 6))
     keys = jax.random.split(jax.random.PRNGKey(spec.seed), BATCH)
-    run = jax.jit(jax.vmap(lambda *a: _fixed_base(*a, methods)))
+    # one tree after another (lax.map), not vmapped: vmapped, this program hung in CI runs (all
+    # XLA:CPU threads idle), as batched LAPACK calls did elsewhere (benchmarks/README.md, session 15)
+    run = jax.jit(lambda *a: jax.lax.map(lambda b: _fixed_base(*b, methods), a))
     out = jax.tree_util.tree_map(np.asarray, run(models, keys, qd, tau, f_ext))
     for k in range(BATCH):
         o = unstack(out, k)
