@@ -28,6 +28,7 @@ Example::
 
 from .collocation import Collocation, HermiteSimpson, Trapezoidal
 from .controls import KnotControls, actuated_dofs
+from .ddp import FDDP
 from .interior_point import InteriorPoint, InteriorPointState
 from .lagrangian import AugmentedLagrangian, Multipliers, Penalty, violation
 from .levenberg_marquardt import LevenbergMarquardt
@@ -38,7 +39,7 @@ from .optimise import best_restart, solve, solve_batch, solve_restarts
 from .costs import Effort, PathCost, PositionLimits, Rollout, TerminalState, Term, TorqueLimits, VelocityLimits
 
 __all__ = [
-    "AugmentedLagrangian", "Collocation", "Effort", "HermiteSimpson", "InteriorPoint", "InteriorPointState",
+    "AugmentedLagrangian", "Collocation", "Effort", "FDDP", "HermiteSimpson", "InteriorPoint", "InteriorPointState",
     "KnotControls", "LevenbergMarquardt", "MultipleShooting", "Multipliers", "PathCost", "Penalty",
     "PositionLimits", "Rollout", "ShootingNodes", "SingleShooting", "Solution", "TerminalState", "Term", "TorqueLimits",
     "Trapezoidal", "TrajectoryProblem", "VelocityLimits", "actuated_dofs", "best_restart", "solve", "solve_batch", "solve_restarts", "violation",

@@ -35,6 +35,7 @@ from ..checks import default_tolerance
 from ..progress import Progress
 from ..simulation.trajectory import Trajectory
 from .collocation import Collocation, HermiteSimpson
+from .ddp import FDDP
 from .interior_point import InteriorPoint
 from .lagrangian import AugmentedLagrangian, Multipliers, violation
 from .levenberg_marquardt import LevenbergMarquardt
@@ -75,7 +76,7 @@ def _init(problem, transcription, optimiser, method: AugmentedLagrangian, z):
 
 def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, inner_steps: int, state: _State):
     m = state.multipliers
-    if isinstance(optimiser, (optx.AbstractGaussNewton, LevenbergMarquardt)):  # Jacobians in forward mode
+    if isinstance(optimiser, (optx.AbstractGaussNewton, LevenbergMarquardt, FDDP)):  # Jacobians in forward mode
         problem = problem.forward_mode()
 
     def merit(z, m):
@@ -83,6 +84,10 @@ def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, 
 
     if isinstance(optimiser, LevenbergMarquardt):
         z, steps, ok = optimiser.minimise(merit, state.z, m, inner_steps)
+        opt_state = None
+    elif isinstance(optimiser, FDDP):
+        z, steps, ok = optimiser.minimise(problem, transcription, lambda r: method.residuals(*problem.residuals(r), m),
+                                          state.z, inner_steps)
         opt_state = None
     elif isinstance(optimiser, optax.GradientTransformation):
         def update(carry, _):
@@ -136,8 +141,10 @@ def _optimise(problem, z, transcription, optimiser, constraints, inner_steps, pr
     if optimiser is None:
         tol = default_tolerance(problem.q0.dtype, 1e-8, 1000)
         optimiser = LevenbergMarquardt(rtol=tol, atol=tol)
-    if not isinstance(optimiser, (LevenbergMarquardt, optax.GradientTransformation, optx.AbstractLeastSquaresSolver,
-                                  optx.AbstractMinimiser)):
+    if isinstance(optimiser, FDDP):
+        optimiser.check(problem, transcription)
+    if not isinstance(optimiser, (LevenbergMarquardt, FDDP, optax.GradientTransformation,
+                                  optx.AbstractLeastSquaresSolver, optx.AbstractMinimiser)):
         raise TypeError("optimiser must be a trajopt.LevenbergMarquardt(rtol=..., atol=...), an optimistix "
                         "least-squares solver or minimiser (e.g. optx.GaussNewton(rtol=1e-8, atol=1e-8)) or an "
                         "optax optimiser (e.g. optax.adam(1e-2))")
