@@ -137,6 +137,24 @@ def test_batched_restarts_do_not_interact(restarts):
         assert_close(twins.u[0], pair.u[k], rtol=1e-10, what=f"restart {k}")
 
 
+def test_fddp_reaches_the_levenberg_marquardt_optimum(restarts):
+    """FDDP as the inner solver, from the first restart's guess: by single shooting, and by
+    multiple shooting with a node at every knot started on the straight line to the goal (off
+    the dynamics: the gaps close), it ends at the optimum Levenberg–Marquardt found from that
+    guess (measured: 63 and 56 FDDP iterations against 136 Levenberg–Marquardt steps)."""
+    problem, _, everything = restarts
+    fddp = trajopt.FDDP(rtol=1e-8, atol=1e-8)
+    u0 = guesses(2)[0]
+    nodes = trajopt.MultipleShooting(KNOTS - 1)
+    line = nodes.initial_guess(problem, u0, q=jnp.linspace(0.0, 1.0, KNOTS)[1:-1, None] * Q_GOAL,
+                               qd=jnp.zeros((KNOTS - 2, 2)))
+    for transcription, guess in ((None, u0), (nodes, line)):
+        sol = trajopt.solve(problem, guess, transcription=transcription, optimiser=fddp, progress=False)
+        assert bool(sol.converged) and float(sol.violation) <= 1e-8
+        assert_close(sol.cost, everything.cost[0], rtol=1e-7, what="cost")
+        assert_close(sol.u, everything.u[0], rtol=1e-6, what="optimal knot torques")
+
+
 def test_multiple_shooting_with_velocity_limits_and_inexact_inner_solves():
     """Multiple shooting (2 segments) with an active velocity limit and at most 10
     Levenberg–Marquardt steps per outer iteration.
