@@ -69,7 +69,7 @@ def test_stage_models_match_finite_differences():
 
     @jax.jit
     def check(z):
-        stages = Stages(problem, shooting, residuals, z)
+        stages = Stages(problem, shooting, residuals, shooting.rollout(problem, z))
         u, q, qd = stages.u, stages.q, stages.qd
         lin = stages.linearise(u, q, qd)
         ks = jnp.arange(KNOTS - 1)
@@ -134,7 +134,7 @@ def test_one_step_solves_a_linear_quadratic_problem():
     single, multiple = trajopt.SingleShooting(), trajopt.MultipleShooting(5)
     residuals = lambda rollout: problem.residuals(rollout)[0]  # noqa: E731
     fddp = trajopt.FDDP(rtol=1e-10, atol=1e-10, damping=0.0)
-    solve = eqx.filter_jit(lambda tr, z: fddp.minimise(problem.forward_mode(), tr, residuals, z, 5))
+    solve = eqx.filter_jit(lambda tr, z: fddp.minimise(problem.forward_mode(), tr, residuals, tr.rollout(problem, z), 5))
 
     def r(u):
         return residuals(single.rollout(problem.forward_mode(), u))

@@ -49,7 +49,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
-from ..configuration import difference_from, integrate_from, normalize
+from ..configuration import difference_from, integrate_from
 from ..simulation.trajectory import Trajectory
 from .costs import Rollout
 from .shooting import MultipleShooting, ShootingNodes, SingleShooting
@@ -79,28 +79,21 @@ class Stages:
     ``(q, qd)`` (K-1 rows, the last knot's being the last interval's end) and knot values ``u``
     (K, nu) of an iterate, and the functions FDDP evaluates on them. Built inside a traced
     function from a problem (in forward mode), its transcription, the residual function
-    (a :class:`Rollout` to a vector) and the transcription's variables ``z``."""
+    (a :class:`Rollout` to a vector), and the transcription's rollout of the iterate."""
 
-    def __init__(self, problem, transcription, residuals, z):
+    def __init__(self, problem, transcription, residuals, rollout: Rollout):
         self.problem, self.residuals = problem, residuals
         self.multiple = isinstance(transcription, MultipleShooting)
-        model, K, S = problem.model, problem.knots, problem.substeps
-        self.nv, self.nu = model.nv, problem.controls.shape[1]
+        S = problem.substeps
+        self.nv, self.nu = problem.model.nv, problem.controls.shape[1]
         self.n = 2 * self.nv + self.nu
         dtype = problem.q0.dtype
-        self.no_defects = jnp.zeros(jax.eval_shape(lambda z: transcription.rollout(problem, z).defects, z).shape,
-                                    dtype)
+        self.no_defects = jnp.zeros_like(rollout.defects)
         knots = problem.controls.ts  # the integration grid, as problem.simulate steps through each interval
         self.ts = jnp.concatenate([(knots[:-1, None] + jnp.diff(knots)[:, None] / S * jnp.arange(S, dtype=dtype))
                                    .reshape(-1), knots[-1:]])
-        if self.multiple:
-            self.u = z.u
-            self.q = jnp.concatenate([problem.q0[None], jax.vmap(normalize, (None, 0))(model, z.q)])
-            self.qd = jnp.concatenate([problem.qd0[None], z.qd])
-        else:
-            self.u = z
-            traj = problem.simulate(z, problem.q0, problem.qd0, 0, K - 1)
-            self.q, self.qd = traj.q[:-1:S], traj.qd[:-1:S]
+        # the knot states: each interval's first grid row (multiple shooting: the nodes)
+        self.u, self.q, self.qd = rollout.u, rollout.trajectory.q[:-1:S], rollout.trajectory.qd[:-1:S]
 
     def variables(self, u, q, qd):
         """The transcription's variables of an iterate."""
@@ -137,23 +130,31 @@ class Stages:
         Xq = jnp.concatenate([gq[:, :-1].reshape(-1, gq.shape[-1]), gq[-1:, -1]])
         Xqd = jnp.concatenate([gqd[:, :-1].reshape(-1, nv), gqd[-1:, -1]])
 
-        r = self.residual(u, Xq, Xqd)
-        Ru, Rq, Rqd = jax.jacfwd(self.residual, argnums=(0, 1, 2))(u, Xq, Xqd)
-        rows = r.shape[0]
-        Rq_k, Rqd_k = Rq[:, :-1].reshape(rows, K - 1, S, -1), Rqd[:, :-1].reshape(rows, K - 1, S, nv)
-        # stage k on (dq, dqd, du_k, du_{k+1}): through its grid rows and its two knot values
-        J = jnp.einsum("rksq,ksqj->krj", Rq_k, Jq[:, :-1]) + jnp.einsum("rksv,ksvj->krj", Rqd_k, Jqd[:, :-1])
-        J = J.at[:, :, 2 * nv:n].add(jnp.moveaxis(Ru[:, :-1], 1, 0)).at[:, :, n:].add(jnp.moveaxis(Ru[:, 1:], 1, 0))
-        # the terminal stage on (dq, dqd, du_{K-1})
+        # the residuals' derivatives along each stage's variables (K stages, m columns each):
+        # stage k < K-1 along (dq, dqd, du_k, du_{k+1}) moves its interval's grid rows (all but
+        # the end) and its two knot values; the last stage along (dq, dqd, du_{K-1}) moves the
+        # last grid row and knot value
+        m, N, nq = n + nu, (K - 1) * S, gq.shape[-1]
+        place = jnp.eye(K, K - 1, dtype=dtype)  # stage k -> interval k
+        Tq = jnp.einsum("kl,lsqc->kclsq", place, Jq[:, :-1]).reshape(K, m, N, nq)
+        Tqd = jnp.einsum("kl,lsvc->kclsv", place, Jqd[:, :-1]).reshape(K, m, N, nv)
         retract = jax.jacfwd(lambda e: integrate_from(model, gq[-1, -1], e))(jnp.zeros(nv, dtype))
-        J_end = jnp.concatenate([Rq[:, -1] @ retract, Rqd[:, -1], Ru[:, -1]], 1)
-        # each residual is charged to the first stage it depends on (its knot state, grid rows
-        # or knot value); a later knot value it depends on is then that stage's control
-        touches = jnp.concatenate([jnp.any(Rq_k != 0, axis=(2, 3)) | jnp.any(Rqd_k != 0, axis=(2, 3)),
-                                   (jnp.any(Rq[:, -1] != 0, 1) | jnp.any(Rqd[:, -1] != 0, 1))[:, None]], 1)
-        owner = jnp.argmax(touches | jnp.any(Ru != 0, axis=2), axis=1)
-        mask = (owner[None, :] == jnp.arange(K)[:, None]).astype(dtype)  # (K, rows)
-        J, J_end = J * mask[:-1, :, None], J_end * mask[-1, :, None]
+        last = jnp.arange(K) == K - 1
+        end_q = jnp.zeros((m, nq), dtype).at[:nv].set(retract.T)
+        end_qd = jnp.zeros((m, nv), dtype).at[nv:2 * nv].set(jnp.eye(nv, dtype=dtype))
+        Tq = jnp.concatenate([Tq, jnp.where(last[:, None, None, None], end_q[None, :, None], 0.0)], 2)
+        Tqd = jnp.concatenate([Tqd, jnp.where(last[:, None, None, None], end_qd[None, :, None], 0.0)], 2)
+        eye_u = jnp.eye(nu, dtype=dtype)
+        Tu = (jnp.einsum("kj,ab->kajb", jnp.eye(K, dtype=dtype), jnp.zeros((m, nu), dtype).at[2 * nv:n].set(eye_u))
+              + jnp.einsum("kj,ab->kajb", jnp.eye(K, k=1, dtype=dtype), jnp.zeros((m, nu), dtype).at[n:].set(eye_u)))
+        r, derivative = jax.linearize(self.residual, u, Xq, Xqd)
+        J = jax.vmap(jax.vmap(derivative))(Tu, Tq, Tqd)  # (K, m, rows)
+        J = jnp.swapaxes(J, 1, 2)
+        # each residual is charged to the first stage whose state (knot state, grid rows, knot
+        # value) it depends on; a later knot value it depends on is then that stage's control
+        owner = jnp.argmax(jnp.any(J[:, :, :n] != 0, axis=2), axis=0)
+        J = J * (owner[None, :] == jnp.arange(K)[:, None]).astype(dtype)[:, :, None]
+        J, J_end = J[:-1], J[-1, :, :n]
         return Linearisation(0.5 * r @ r, AB, gap, jnp.einsum("krj,r->kj", J, r), jnp.einsum("kri,krj->kij", J, J),
                              J_end.T @ r, J_end.T @ J_end)
 
@@ -250,13 +251,13 @@ class FDDP(eqx.Module):
             raise TypeError(f"FDDP solves SingleShooting or MultipleShooting problems; got "
                             f"{type(transcription).__name__}")
 
-    def minimise(self, problem, transcription, residuals, z, max_steps: int):
-        """Minimise ``1/2 |residuals(rollout)|^2`` over the variables ``z`` of ``transcription``
-        in at most ``max_steps`` iterations (``problem`` in forward mode:
-        :meth:`TrajectoryProblem.forward_mode`). ``residuals`` maps a :class:`Rollout`, whose
-        defects are zero (FDDP closes the gaps itself), to a residual vector.
-        Returns ``(z, iterations, converged)``."""
-        stages = Stages(problem, transcription, residuals, z)
+    def minimise(self, problem, transcription, residuals, rollout: Rollout, max_steps: int):
+        """Minimise ``1/2 |residuals(rollout)|^2`` over the variables of ``transcription``, from
+        its ``rollout`` of the starting point, in at most ``max_steps`` iterations (``problem``
+        in forward mode: :meth:`TrajectoryProblem.forward_mode`). ``residuals`` maps a
+        :class:`Rollout`, whose defects are zero (FDDP closes the gaps itself), to a residual
+        vector. Returns ``(z, iterations, converged)``, ``z`` the transcription's variables."""
+        stages = Stages(problem, transcription, residuals, rollout)
         dtype = stages.u.dtype
 
         def step(s):

@@ -87,7 +87,7 @@ def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, 
         opt_state = None
     elif isinstance(optimiser, FDDP):
         z, steps, ok = optimiser.minimise(problem, transcription, lambda r: method.residuals(*problem.residuals(r), m),
-                                          state.z, inner_steps)
+                                          state.rollout, inner_steps)
         opt_state = None
     elif isinstance(optimiser, optax.GradientTransformation):
         def update(carry, _):
