@@ -8,7 +8,7 @@ takes a transcription:
 - shooting (:class:`SingleShooting`, :class:`MultipleShooting`) turns the decision variables
   into a simulated trajectory and minimises the costs subject to the constraints by an
   augmented Lagrangian (:class:`AugmentedLagrangian`, :func:`Penalty`) around an inner solver
-  (:class:`LevenbergMarquardt` by default, or one of optimistix or optax);
+  (:class:`LevenbergMarquardt` by default, :class:`FDDP`, or one of optimistix or optax);
 - collocation (:class:`HermiteSimpson`, :class:`Trapezoidal`) makes the states, torques and
   accelerations at the knots the variables, with the dynamics as constraints, and solves the
   program by an :class:`InteriorPoint` method whose Newton steps cost time linear in the knots.
