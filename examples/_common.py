@@ -100,7 +100,10 @@ class Example:
         return True
 
 
-def convergence(solution) -> dict:
-    """The convergence figures of an :class:`mbjax.trajopt.Solution`, for :meth:`Example.record`."""
+def convergence(solution, seconds: float) -> dict:
+    """The convergence figures of an :class:`mbjax.trajopt.Solution` and the ``seconds`` its solve
+    took (compilation included), for :meth:`Example.record` (``benchmarks/bench_shooting.py``
+    reads them)."""
     return {"converged": bool(solution.converged), "cost": float(solution.cost), "violation": float(solution.violation),
-            "iterations": int(solution.iterations), "outer_iterations": int(solution.outer_iterations)}
+            "iterations": int(solution.iterations), "outer_iterations": int(solution.outer_iterations),
+            "solve_seconds": seconds}

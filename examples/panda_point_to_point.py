@@ -109,7 +109,7 @@ start = time.perf_counter()
 # feasible to 1e-8, and the effort settled to 0.1 % between multiplier updates
 solution = trajopt.solve(problem, guess, transcription=shooting, inner_steps=20,
                          constraints=trajopt.AugmentedLagrangian(iterations=30, cost_tolerance=1e-3),
-                         optimiser=trajopt.FDDP(rtol=1e-8, atol=1e-8) if FDDP else None)
+                         optimiser=trajopt.FDDP() if FDDP else None)
 jax.block_until_ready(solution.u)
 wall = time.perf_counter() - start
 print(f"solved in {wall:.1f} s (compilation included): {solution.summary()}")
@@ -126,7 +126,7 @@ print("peak torque / limit: " + ", ".join(f"{p:.1f}/{lim:.0f}" for p, lim in zip
 speed = np.max(np.abs(np.asarray(check.qd)), axis=0)
 print("peak speed (re-simulated) / limit: " + ", ".join(
     f"{v:.2f}/{lim:.2f}" for v, lim in zip(speed, np.asarray(model.velocity_limit))) + " rad/s")
-example.record(**convergence(solution), position_error=q_err, velocity_error=qd_err, peak_torque=peak,
+example.record(**convergence(solution, wall), position_error=q_err, velocity_error=qd_err, peak_torque=peak,
                torque_limit=limit, peak_speed=speed, speed_limit=model.velocity_limit)
 
 assert bool(solution.converged), "the optimiser did not converge"

@@ -130,7 +130,7 @@ tilt = np.degrees(np.linalg.norm(np.asarray(mbjax.spatial.quat_log(end[3:]))))
 peak = np.abs(np.asarray(solution.u)).max(0)
 print(f"platform height {end[2]:.4f} m (start {float(q0[PLATFORM_Q][2]):.4f} m), turned {tilt:.2f} deg; peak "
       f"motor torques {np.round(peak, 3).tolist()} N m")
-example.record(**convergence(solution), effort=float(solution.cost) / EFFORT_WEIGHT, pose_error=pose_error,
+example.record(**convergence(solution, wall), effort=float(solution.cost) / EFFORT_WEIGHT, pose_error=pose_error,
                motor_error=motor_error, velocity_error=qd_error, max_loop_residual=residual,
                platform_height=end[2], tilt_deg=tilt, peak_torque=peak)
 

@@ -68,7 +68,7 @@ velocity = np.abs(np.asarray(check.qd[-1])).max()
 peak = np.abs(np.asarray(solution.u)).max()
 print(f"re-simulated (adaptive Dopri8, tol 1e-12): |q(T) - upright| = {position:.2e} rad, |qd(T)| = "
       f"{velocity:.2e} rad/s; peak torque {peak:.3f} N m")
-example.record(model=model.name, **convergence(solution), position_error=position, velocity_error=velocity,
+example.record(model=model.name, **convergence(solution, elapsed), position_error=position, velocity_error=velocity,
                peak_torque=peak, torque_limit=limit, seconds=elapsed, error_estimate=estimate.tolist())
 assert bool(solution.converged), solution.summary()
 assert position <= TOLERANCE and velocity <= TOLERANCE, (position, velocity)

@@ -1,6 +1,7 @@
 """Feasibility-driven DDP (mbjax.trajopt.FDDP): its stage models against finite differences on
 a free-floating model (quaternion base), one exact step on a linear-quadratic problem against a
-dense least-squares solve, and the bad input it refuses. Its solves of the acrobot against
+dense least-squares solve, the regularisation's recovery from singular control curvature, and
+the bad input it refuses. Its solves of the acrobot against
 Levenberg–Marquardt's are in test_trajopt.py."""
 
 from __future__ import annotations
@@ -116,21 +117,26 @@ def test_stage_models_match_finite_differences():
     assert_close(H_model, H_fd, rtol=1e-7, what="Gauss-Newton curvature along the move")
 
 
-def test_one_step_solves_a_linear_quadratic_problem():
-    """A cart with two prismatic axes (horizontal, under gravity and viscous damping: linear
-    dynamics) and quadratic costs: FDDP without regularisation reaches the minimum in one step,
-    from torques alone (single shooting) and from knot states far off the dynamics (multiple
-    shooting: the full step closes the gaps), and it is the dense least-squares solution of
-    the single-shooting residuals (affine in the torques) to 1e-10."""
+GOAL = jnp.array([1.0, -0.5])
+
+
+def cart_problem(costs):
+    """A cart with two prismatic axes, horizontal (gravity does no work) and viscously damped:
+    linear dynamics; 6 knots over 2 s."""
     b = mbjax.ModelBuilder("cart")
     b.add_body("x", joint="prismatic", axis=(1, 0, 0), mass=2.0, inertia=0.1 * np.eye(3), damping=0.3)
     b.add_body("y", parent="x", joint="prismatic", axis=(0, 1, 0), mass=0.5, inertia=0.1 * np.eye(3), damping=0.1)
-    model = b.build()
-    goal = jnp.array([1.0, -0.5])
-    problem = trajopt.TrajectoryProblem(
-        model, jnp.zeros(2), jnp.zeros(2), 2.0, 6, substeps=3, solver=diffrax.Dopri5(),
-        costs=[trajopt.Effort(weight=1e-2), trajopt.TerminalState(goal, jnp.zeros(2), weight=10.0),
-               trajopt.PathCost(lambda t, q, qd: 0.3 * qd)])
+    return trajopt.TrajectoryProblem(b.build(), jnp.zeros(2), jnp.zeros(2), 2.0, 6, substeps=3,
+                                     solver=diffrax.Dopri5(), costs=costs)
+
+
+def test_one_step_solves_a_linear_quadratic_problem():
+    """The cart (linear dynamics) and quadratic costs: FDDP without regularisation reaches the
+    minimum in one step, from torques alone (single shooting) and from knot states far off the
+    dynamics (multiple shooting: the full step closes the gaps), and it is the dense
+    least-squares solution of the single-shooting residuals (affine in the torques) to 1e-10."""
+    problem = cart_problem([trajopt.Effort(weight=1e-2), trajopt.TerminalState(GOAL, jnp.zeros(2), weight=10.0),
+                            trajopt.PathCost(lambda t, q, qd: 0.3 * qd)])
     single, multiple = trajopt.SingleShooting(), trajopt.MultipleShooting(5)
     residuals = lambda rollout: problem.residuals(rollout)[0]  # noqa: E731
     fddp = trajopt.FDDP(rtol=1e-10, atol=1e-10, damping=0.0)
@@ -151,6 +157,21 @@ def test_one_step_solves_a_linear_quadratic_problem():
     assert bool(converged) and int(steps) == 1, (converged, steps)
     assert_close(z.u, expected, rtol=1e-10, what="multiple shooting from an infeasible start")
     assert float(jnp.max(jnp.abs(multiple.rollout(problem, z).defects))) <= 1e-12
+
+
+def test_singular_control_curvature_raises_the_regularisation():
+    """Without an effort cost and without regularisation (``damping=0``), ``Q_uu`` of the last
+    stages is singular and the first gains are not finite: the regularisation must grow until
+    they are (it once stayed put, and the solve stalled at its start for every step), then
+    fall again; the terminal target is then reached exactly."""
+    problem = cart_problem([trajopt.TerminalState(GOAL, jnp.zeros(2), weight=10.0)])
+    single = trajopt.SingleShooting()
+    residuals = lambda rollout: problem.residuals(rollout)[0]  # noqa: E731
+    fddp = trajopt.FDDP(damping=0.0)
+    u, steps, converged = eqx.filter_jit(lambda u: fddp.minimise(
+        problem.forward_mode(), single, residuals, single.rollout(problem, u), 30))(jnp.zeros(problem.controls.shape))
+    assert bool(converged) and int(steps) < 30, (converged, steps)
+    assert float(jnp.max(jnp.abs(residuals(single.rollout(problem, u))))) <= 1e-8
 
 
 def test_bad_input():

@@ -362,6 +362,10 @@ assert int(check.stats["num_steps"]) < 1000
 # over this short motion (6e-5 rad and 5e-5 rad/s seen; float64: 5e-7, 2e-6)
 error = np.abs(np.concatenate([np.asarray(check.q[-1]) - [0.8, -0.5], np.asarray(check.qd[-1])]))
 assert error.max() <= 2 * feasible, error
+# FDDP with its default tolerances (float32's) converges to the same motion
+fddp = trajopt.solve(problem, guess, optimiser=trajopt.FDDP(), progress=False)
+assert bool(fddp.converged) and float(fddp.violation) <= feasible, fddp.summary()
+assert abs(float(fddp.cost) - float(solution.cost)) <= 1e-3 * float(solution.cost), (fddp.cost, solution.cost)
 print("FLOAT32 OK")
 """
 
@@ -369,7 +373,7 @@ print("FLOAT32 OK")
 def test_float32_trajectory_optimisation_with_default_settings():
     """float32 as JAX runs it by default (x64 off): the float64 defaults (feasible to 1e-8,
     re-simulation at rtol = atol = 1e-12) never converged, and the re-simulation crawled to
-    max_steps (minutes); they now follow the dtype."""
+    max_steps (minutes); they now follow the dtype, for Levenberg–Marquardt and FDDP alike."""
     import os
     import subprocess
     import sys

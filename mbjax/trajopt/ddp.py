@@ -49,6 +49,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from ..checks import default_tolerance
 from ..configuration import difference_from, integrate_from
 from ..simulation.trajectory import Trajectory
 from .costs import Rollout
@@ -227,13 +228,14 @@ class FDDP(eqx.Module):
     ``MultipleShooting(knots - 1)`` (a node at every knot), with linear torque interpolation.
 
     **Fields:** ``rtol``, ``atol``: the solve ends when the gaps are at most ``atol`` and the
-    control gradient ``Q_u`` at most ``atol + rtol max(F, 1)``; ``damping``: the initial
+    control gradient ``Q_u`` at most ``atol + rtol max(F, 1)`` (default: 1e-8 for a float64
+    problem, 1000 units of roundoff, 1.2e-4, for a float32 one); ``damping``: the initial
     regularisation ``mu``; ``line_search``: step sizes tried (``alpha`` from 1 down to
     ``2^-(line_search - 1)``) before the regularisation grows.
     """
 
-    rtol: float
-    atol: float
+    rtol: float | None = None
+    atol: float | None = None
     damping: float = 1e-3
     line_search: int = eqx.field(default=10, static=True)
 
@@ -259,13 +261,14 @@ class FDDP(eqx.Module):
         vector. Returns ``(z, iterations, converged)``, ``z`` the transcription's variables."""
         stages = Stages(problem, transcription, residuals, rollout)
         dtype = stages.u.dtype
+        rtol, atol = (default_tolerance(dtype, 1e-8, 1000) if tol is None else tol for tol in (self.rtol, self.atol))
 
         def step(s):
             u, q, qd, mu, it, _ = s
             lin = stages.linearise(u, q, qd)
             k0, k, K, grad = stages.backward(lin, mu)
             gaps = jnp.max(jnp.abs(lin.gap))
-            converged = (gaps <= self.atol) & (grad <= self.atol + self.rtol * jnp.maximum(lin.cost, 1.0))
+            converged = (gaps <= atol) & (grad <= atol + rtol * jnp.maximum(lin.cost, 1.0))
             d1, d2 = stages.predicted(lin, k0, k, K)
             search = jnp.isfinite(d1) & jnp.isfinite(d2) & ~converged & (it < max_steps)
 
@@ -275,7 +278,7 @@ class FDDP(eqx.Module):
                 new = stages.trial(u, q, qd, lin, k0, k, K, alpha)
                 change, model = new[3] - lin.cost, alpha * d1 + 0.5 * alpha**2 * d2
                 # a tenth of a predicted decrease; while gaps are open, closing them may cost
-                bound = jnp.where(model < 0, 0.1 * model, jnp.where(gaps > self.atol, 2.0 * model, 0.0))
+                bound = jnp.where(model < 0, 0.1 * model, jnp.where(gaps > atol, 2.0 * model, 0.0))
                 ok = jnp.isfinite(new[3]) & (change <= bound)
                 return j + 1, ok, jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, best)
 
@@ -283,9 +286,9 @@ class FDDP(eqx.Module):
                 lambda c: search & (c[0] < self.line_search) & ~c[1], attempt,
                 (jnp.zeros((), jnp.int32), jnp.zeros((), bool), (u, q, qd, lin.cost)))
             # the regularisation follows the accepted step: down after a full one, up after one
-            # of a quarter or less, or none
+            # of a quarter or less, or none (or gains that are not finite: Q_uu not positive)
             grow = jnp.where(ok & (j <= 2), jnp.where(j == 1, 0.1, 1.0), 10.0)
-            mu = jnp.where(search, jnp.clip(mu * grow, 1e-12, 1e12), mu)
+            mu = jnp.where(~converged & (it < max_steps), jnp.clip(mu * grow, 1e-12, 1e12), mu)
             return u, q, qd, mu, it + 1, converged
 
         # the last pass (max_steps) only checks convergence
