@@ -40,45 +40,50 @@ class LevenbergMarquardt(eqx.Module):
     atol: float
     damping: float = 1.0
 
-    def minimise(self, fn, z, args, max_steps: int):
+    def minimise(self, fn, z, args, max_steps: int, has_aux: bool = False):
         """Minimise ``1/2 |fn(z, args)|^2`` from ``z`` (any pytree of arrays) in at most
-        ``max_steps`` steps. Returns ``(z, steps, converged)``."""
+        ``max_steps`` steps. Returns ``(z, steps, converged)``; with ``has_aux``, ``fn`` returns
+        ``(residuals, aux)`` and the result ends with the ``aux`` of the returned ``z`` (e.g.
+        the simulation behind the residuals, which then need not be run again)."""
         x0, unravel = ravel_pytree(z)
+        evaluate = (lambda x: fn(unravel(x), args)) if has_aux else (lambda x: (fn(unravel(x), args), None))
 
         def residual(x):
-            r = fn(unravel(x), args)
-            return r, r
+            r, aux = evaluate(x)
+            return r, (r, aux)
 
         def linearise(x):
-            J, r = jax.jacfwd(residual, has_aux=True)(x)
-            return r, J, 0.5 * (r @ r)
+            J, (r, aux) = jax.jacfwd(residual, has_aux=True)(x)
+            return r, aux, J, 0.5 * (r @ r)
 
-        m = jax.eval_shape(lambda x: fn(unravel(x), args), x0).shape[0]
+        r_shape, aux_shape = jax.eval_shape(evaluate, x0)
+        m = r_shape.shape[0]
         dtype = x0.dtype
         zero = jnp.zeros((), dtype)
         inf = jnp.asarray(jnp.inf, dtype)
         eye = jnp.eye(x0.shape[0], dtype=dtype)
 
         def step(s):
-            x, r, J, F, mu, nu, k, _ = s
+            x, r, aux, J, F, mu, nu, k, _ = s
             g = J.T @ r
             h = -jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(J.T @ J + mu * eye), g)
             h = jnp.where(k == 0, zero, h)  # the first trial: the starting point
-            r_new, J_new, F_new = linearise(x + h)
+            r_new, aux_new, J_new, F_new = linearise(x + h)
             predicted = 0.5 * h @ (mu * h - g)
             rho = jnp.where(k == 0, inf, (F - F_new) / jnp.where(predicted > 0, predicted, 1.0))
             accept = (rho > 0) & jnp.isfinite(F_new)
             stationary = jnp.max(jnp.abs(J_new.T @ r_new)) <= self.atol + self.rtol * jnp.maximum(F_new, 1.0)
             mu_next = jnp.where(k == 0, mu, mu * jnp.maximum(0.1, 1 - (2 * rho - 1) ** 3))
-            keep = lambda new, old: jnp.where(accept, new, old)  # noqa: E731
-            return (keep(x + h, x), keep(r_new, r), keep(J_new, J), keep(F_new, F),
+            keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(accept, a, b), new, old)  # noqa: E731
+            return (keep(x + h, x), keep(r_new, r), keep(aux_new, aux), keep(J_new, J), keep(F_new, F),
                     jnp.where(accept, mu_next, mu * nu), jnp.where(accept, 2.0, 2.0 * nu).astype(dtype), k + 1,
                     accept & stationary)
 
         def running(s):
-            return (s[6] <= max_steps) & ~s[7]
+            return (s[7] <= max_steps) & ~s[8]
 
-        init = (x0, jnp.zeros(m, dtype), jnp.zeros((m, x0.shape[0]), dtype), inf, jnp.asarray(self.damping, dtype),
-                jnp.asarray(2.0, dtype), jnp.zeros((), jnp.int32), jnp.zeros((), bool))
-        x, *_, k, converged = jax.lax.while_loop(running, step, init)
-        return unravel(x), k - 1, converged
+        init = (x0, jnp.zeros(m, dtype), jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), aux_shape),
+                jnp.zeros((m, x0.shape[0]), dtype), inf, jnp.asarray(self.damping, dtype), jnp.asarray(2.0, dtype),
+                jnp.zeros((), jnp.int32), jnp.zeros((), bool))
+        x, _, aux, *_, k, converged = jax.lax.while_loop(running, step, init)
+        return (unravel(x), k - 1, converged) + ((aux,) if has_aux else ())

@@ -63,10 +63,6 @@ class _State(eqx.Module):
     done: jax.Array
 
 
-def _residuals(problem, transcription, z):
-    return problem.residuals(transcription.rollout(problem, z))
-
-
 def _init(problem, transcription, optimiser, method: AugmentedLagrangian, z):
     rollout = transcription.rollout(problem, z)
     cost, eq, ineq = problem.residuals(rollout)
@@ -81,11 +77,16 @@ def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, 
     if isinstance(optimiser, (optx.AbstractGaussNewton, LevenbergMarquardt, FDDP)):  # Jacobians in forward mode
         problem = problem.forward_mode()
 
-    def merit(z, m):
-        return method.residuals(*_residuals(problem, transcription, z), m)
+    def merit_and_rollout(z, m):
+        rollout = transcription.rollout(problem, z)
+        return method.residuals(*problem.residuals(rollout), m), rollout
 
-    if isinstance(optimiser, LevenbergMarquardt):
-        z, steps, ok = optimiser.minimise(merit, state.z, m, inner_steps)
+    def merit(z, m):
+        return merit_and_rollout(z, m)[0]
+
+    rollout = None
+    if isinstance(optimiser, LevenbergMarquardt):  # its last evaluation's simulation is the result's
+        z, steps, ok, rollout = optimiser.minimise(merit_and_rollout, state.z, m, inner_steps, has_aux=True)
         opt_state = None
     elif isinstance(optimiser, FDDP):
         z, steps, ok = optimiser.minimise(problem, transcription, lambda r: method.residuals(*problem.residuals(r), m),
@@ -105,7 +106,7 @@ def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, 
                                  max_steps=inner_steps, throw=False)
         z, opt_state = sol.value, None
         steps, ok = sol.stats["num_steps"].astype(jnp.int32), sol.result == optx.RESULTS.successful
-    rollout = transcription.rollout(problem, z)
+    rollout = transcription.rollout(problem, z) if rollout is None else rollout
     cost, eq, ineq = problem.residuals(rollout)
     after, cost = violation(eq, ineq), jnp.sum(cost**2)
     tolerance, cost_tolerance = method.tolerances(cost.dtype)
