@@ -149,14 +149,18 @@ def test_one_step_solves_a_linear_quadratic_problem():
     J = jax.jacfwd(r)(u0).reshape(-1, u0.size)
     expected = np.linalg.lstsq(np.asarray(J), -np.asarray(r(u0)), rcond=None)[0].reshape(u0.shape)
 
-    u, steps, converged = solve(single, u0)
+    u, steps, converged, _ = solve(single, u0)
     assert bool(converged) and int(steps) == 1, (converged, steps)
     assert_close(u, expected, rtol=1e-10, what="single shooting")
     far = multiple.initial_guess(problem, u0, q=jnp.ones((4, 2)), qd=-jnp.ones((4, 2)))
-    z, steps, converged = solve(multiple, far)
+    z, steps, converged, rollout = solve(multiple, far)
     assert bool(converged) and int(steps) == 1, (converged, steps)
     assert_close(z.u, expected, rtol=1e-10, what="multiple shooting from an infeasible start")
     assert float(jnp.max(jnp.abs(multiple.rollout(problem, z).defects))) <= 1e-12
+    # the rollout FDDP returns is the transcription's rollout of its result
+    again = multiple.rollout(problem, z)
+    assert_close(rollout.trajectory.q, again.trajectory.q, rtol=1e-13, what="returned rollout")
+    assert_close(rollout.defects, again.defects, rtol=0, atol=1e-13, what="returned defects")
 
 
 def test_singular_control_curvature_raises_the_regularisation():
@@ -168,7 +172,7 @@ def test_singular_control_curvature_raises_the_regularisation():
     single = trajopt.SingleShooting()
     residuals = lambda rollout: problem.residuals(rollout)[0]  # noqa: E731
     fddp = trajopt.FDDP(damping=0.0)
-    u, steps, converged = eqx.filter_jit(lambda u: fddp.minimise(
+    u, steps, converged, _ = eqx.filter_jit(lambda u: fddp.minimise(
         problem.forward_mode(), single, residuals, single.rollout(problem, u), 30))(jnp.zeros(problem.controls.shape))
     assert bool(converged) and int(steps) < 30, (converged, steps)
     assert float(jnp.max(jnp.abs(residuals(single.rollout(problem, u))))) <= 1e-8

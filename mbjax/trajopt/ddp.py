@@ -198,7 +198,8 @@ class Stages:
         return d1.sum() + lin.g_end @ dx, d2.sum() + dx @ lin.H_end @ dx
 
     def trial(self, u, q, qd, lin: Linearisation, k0, k, K, alpha):
-        """The forward pass with step ``alpha``: ``(u, q, qd, cost)`` of the new iterate."""
+        """The forward pass with step ``alpha``: ``(u, q, qd, cost, rollout)`` of the new
+        iterate, ``rollout`` the transcription's (with its defects)."""
         model, nv = self.problem.model, self.nv
         last = jnp.arange(q.shape[0]) == q.shape[0] - 1
 
@@ -211,15 +212,19 @@ class Stages:
             q_new = integrate_from(model, qn, difference_from(model, qn, traj.q[-1]) - (1 - alpha) * f[:nv])
             qd_new = traj.qd[-1] - (1 - alpha) * f[nv:2 * nv]
             q_new, qd_new = jnp.where(end, traj.q[-1], q_new), jnp.where(end, traj.qd[-1], qd_new)
-            return (q_new, qd_new, w), (traj.q[:-1], traj.qd[:-1], w)
+            return (q_new, qd_new, w), (traj.q, traj.qd, w)
 
         u0 = u[0] + alpha * k0
-        (q_end, qd_end, _), (gq, gqd, w) = jax.lax.scan(stage, (q[0], qd[0], u0), (
+        _, (gq, gqd, w) = jax.lax.scan(stage, (q[0], qd[0], u0), (
             k, K, u[:-1], u[1:], q, qd, jnp.roll(q, -1, 0), jnp.roll(qd, -1, 0), lin.gap, last, jnp.arange(q.shape[0])))
         u = jnp.concatenate([u0[None], w])
-        r = self.residual(u, jnp.concatenate([gq.reshape(-1, gq.shape[-1]), q_end[None]]),
-                          jnp.concatenate([gqd.reshape(-1, nv), qd_end[None]]))
-        return u, gq[:, 0], gqd[:, 0], 0.5 * r @ r
+        Xq = jnp.concatenate([gq[:, :-1].reshape(-1, gq.shape[-1]), gq[-1:, -1]])
+        Xqd = jnp.concatenate([gqd[:, :-1].reshape(-1, nv), gqd[-1:, -1]])
+        r = self.residual(u, Xq, Xqd)
+        q, qd = gq[:, 0], gqd[:, 0]
+        defects = (MultipleShooting.defects(model, q[1:], qd[1:], gq[:-1, -1], gqd[:-1, -1]) if self.multiple
+                   else self.no_defects)
+        return u, q, qd, 0.5 * r @ r, Rollout(u, Trajectory(ts=self.ts, q=Xq, qd=Xqd), defects)
 
 
 class FDDP(eqx.Module):
@@ -258,13 +263,14 @@ class FDDP(eqx.Module):
         its ``rollout`` of the starting point, in at most ``max_steps`` iterations (``problem``
         in forward mode: :meth:`TrajectoryProblem.forward_mode`). ``residuals`` maps a
         :class:`Rollout`, whose defects are zero (FDDP closes the gaps itself), to a residual
-        vector. Returns ``(z, iterations, converged)``, ``z`` the transcription's variables."""
+        vector. Returns ``(z, iterations, converged, rollout)``, ``z`` the transcription's
+        variables and ``rollout`` its rollout of them."""
         stages = Stages(problem, transcription, residuals, rollout)
         dtype = stages.u.dtype
         rtol, atol = (default_tolerance(dtype, 1e-8, 1000) if tol is None else tol for tol in (self.rtol, self.atol))
 
         def step(s):
-            u, q, qd, mu, it, _ = s
+            u, q, qd, result, mu, it, _ = s
             lin = stages.linearise(u, q, qd)
             k0, k, K, grad = stages.backward(lin, mu)
             gaps = jnp.max(jnp.abs(lin.gap))
@@ -282,17 +288,17 @@ class FDDP(eqx.Module):
                 ok = jnp.isfinite(new[3]) & (change <= bound)
                 return j + 1, ok, jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, best)
 
-            j, ok, (u, q, qd, _) = jax.lax.while_loop(
+            j, ok, (u, q, qd, _, result) = jax.lax.while_loop(
                 lambda c: search & (c[0] < self.line_search) & ~c[1], attempt,
-                (jnp.zeros((), jnp.int32), jnp.zeros((), bool), (u, q, qd, lin.cost)))
+                (jnp.zeros((), jnp.int32), jnp.zeros((), bool), (u, q, qd, lin.cost, result)))
             # the regularisation follows the accepted step: down after a full one, up after one
             # of a quarter or less, or none (or gains that are not finite: Q_uu not positive)
             grow = jnp.where(ok & (j <= 2), jnp.where(j == 1, 0.1, 1.0), 10.0)
             mu = jnp.where(~converged & (it < max_steps), jnp.clip(mu * grow, 1e-12, 1e12), mu)
-            return u, q, qd, mu, it + 1, converged
+            return u, q, qd, result, mu, it + 1, converged
 
         # the last pass (max_steps) only checks convergence
-        init = (stages.u, stages.q, stages.qd, jnp.asarray(self.damping, dtype), jnp.zeros((), jnp.int32),
+        init = (stages.u, stages.q, stages.qd, rollout, jnp.asarray(self.damping, dtype), jnp.zeros((), jnp.int32),
                 jnp.zeros((), bool))
-        u, q, qd, _, it, converged = jax.lax.while_loop(lambda s: (s[4] <= max_steps) & ~s[5], step, init)
-        return stages.variables(u, q, qd), it - 1, converged
+        u, q, qd, result, _, it, converged = jax.lax.while_loop(lambda s: (s[5] <= max_steps) & ~s[6], step, init)
+        return stages.variables(u, q, qd), it - 1, converged, result

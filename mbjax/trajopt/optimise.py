@@ -84,13 +84,13 @@ def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, 
     def merit(z, m):
         return merit_and_rollout(z, m)[0]
 
-    rollout = None
-    if isinstance(optimiser, LevenbergMarquardt):  # its last evaluation's simulation is the result's
+    rollout = None  # LevenbergMarquardt and FDDP return the rollout of their result
+    if isinstance(optimiser, LevenbergMarquardt):
         z, steps, ok, rollout = optimiser.minimise(merit_and_rollout, state.z, m, inner_steps, has_aux=True)
         opt_state = None
     elif isinstance(optimiser, FDDP):
-        z, steps, ok = optimiser.minimise(problem, transcription, lambda r: method.residuals(*problem.residuals(r), m),
-                                          state.rollout, inner_steps)
+        z, steps, ok, rollout = optimiser.minimise(
+            problem, transcription, lambda r: method.residuals(*problem.residuals(r), m), state.rollout, inner_steps)
         opt_state = None
     elif isinstance(optimiser, optax.GradientTransformation):
         def update(carry, _):

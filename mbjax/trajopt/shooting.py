@@ -91,6 +91,13 @@ class MultipleShooting(eqx.Module):
             raise ValueError(f"node states have shapes {q.shape}, {qd.shape}; expected {expected}")
         return ShootingNodes(u, q, qd)
 
+    @staticmethod
+    def defects(model, q_nodes, qd_nodes, q_ends, qd_ends):
+        """The continuity defects (flat) between the inner nodes ``(q_nodes, qd_nodes)``
+        (S-1 rows) and the ends of the segments before them."""
+        position = jax.vmap(difference_from, (None, 0, 0))(model, q_nodes, q_ends)
+        return jnp.concatenate([position, qd_ends - qd_nodes], axis=1).reshape(-1)
+
     def rollout(self, problem: TrajectoryProblem, z: ShootingNodes) -> Rollout:
         model, m = problem.model, self.intervals(problem)
         q_nodes = jax.vmap(normalize, (None, 0))(model, z.q)
@@ -102,8 +109,7 @@ class MultipleShooting(eqx.Module):
             return problem.simulate(z.u, q0, qd0, first, m)
 
         seg = eqx.filter_vmap(segment)(q_start, qd_start, first)
-        position = jax.vmap(difference_from, (None, 0, 0))(model, q_nodes, seg.q[:-1, -1])
-        defects = jnp.concatenate([position, seg.qd[:-1, -1] - z.qd], axis=1).reshape(-1)
+        defects = self.defects(model, q_nodes, z.qd, seg.q[:-1, -1], seg.qd[:-1, -1])
 
         def stitch(x):  # drop each segment's last row (the next one's first), keep the final one
             return jnp.concatenate([x[:, :-1].reshape(-1, *x.shape[2:]), x[-1, -1:]])
