@@ -24,9 +24,12 @@ regularisation):
    in the value's expansion point, ``V'_x = V_x + V_xx f``:
 
        Q_x = g_x + A^T V'_x,        Q_u = g_w + B^T V'_x,
-       Q_xx = H_xx + A^T V_xx A,    Q_uu = H_ww + B^T V_xx B + mu I,    Q_ux = H_wx + B^T V_xx A,
-       k = -Q_uu^-1 Q_u,   K = -Q_uu^-1 Q_ux,   V_x = Q_x + Q_ux^T k,   V_xx = Q_xx + Q_ux^T K.
+       Q_xx = H_xx + A^T V_xx A,    Q_uu = H_ww + B^T V_xx B,    Q_ux = H_wx + B^T V_xx A,
+       k = -(Q_uu + mu B^T B)^-1 Q_u,   K = -(Q_uu + mu B^T B)^-1 (Q_ux + mu B^T A)
 
+   (the model regularised on the next state, Tassa et al. Eq. 10), and the value from the
+   unregularised model: ``V_x = Q_x + K^T Q_uu k + K^T Q_u + Q_ux^T k``,
+   ``V_xx = Q_xx + K^T Q_uu K + K^T Q_ux + Q_ux^T K`` (their Eq. 11).
 3. Forward pass with step ``alpha``: ``w_k = w_k + alpha k_k + K_k (x_k' (-) x_k)``, and the
    new state at each knot the simulation of the interval less ``(1 - alpha)`` of its old gap,
    so that a full step (``alpha = 1``) closes every gap. In the linear model the trial moves
@@ -34,7 +37,8 @@ regularisation):
    ``alpha D_1 + alpha^2 D_2 / 2`` with ``D_1 = sum g_k . d_k``, ``D_2 = sum d_k^T H_k d_k``;
    ``alpha`` halves from 1 until the actual change is at most a tenth of a predicted decrease
    (or, while gaps remain open and closing them costs, at most twice the predicted increase).
-   ``mu`` falls 10x after a full step and grows 10x when no step is accepted.
+   ``mu`` falls 10x after a full step, stays after a half step and grows 10x after a shorter
+   one, none, or gains that are not finite.
 
 It ends where the gaps are closed (``|f| <= atol``) and ``|Q_u| <= atol + rtol max(1/2 |r|^2, 1)``
 at every stage (the gradient of the objective along the controls, once the gaps are closed
