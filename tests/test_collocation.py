@@ -208,6 +208,31 @@ def test_trapezoidal_batched_restarts_and_initial_states():
         trajopt.solve_batch(problem, q0, jnp.zeros((2, 2)), transcription=scheme)
 
 
+def test_batch_of_models():
+    """``solve_batch(problem, models=...)``: the swing of two acrobots whose second link is 30 %
+    lighter and heavier, in one call, each as the same problem built on that model alone; with
+    initial states too; a model batch that is not the problem's model is refused."""
+    problem = acrobot_problem(9)
+    scheme = trajopt.Trapezoidal()
+    scale = jnp.array([[1.0, 0.7], [1.0, 1.3]])
+    models = jax.vmap(lambda s: eqx.tree_at(lambda m: m.mass, problem.model, problem.model.mass * s))(scale)
+    batch = trajopt.solve_batch(problem, models=models, transcription=scheme, progress=False)
+    assert np.all(np.asarray(batch.converged))
+    heavy = trajopt.solve(eqx.tree_at(lambda p: p.model, problem, jax.tree.map(lambda x: x[1], models)),
+                          transcription=scheme)
+    assert_close(batch.variables[1], heavy.variables, 1e-12, what="the heavier acrobot alone")
+    assert float(batch.cost[1]) > float(batch.cost[0])  # a heavier link takes more effort
+    q0 = jnp.array([[0.0, 0.0], [0.3, -0.2]])
+    both = trajopt.solve_batch(problem, q0, models=models, transcription=scheme, chunk=2, progress=False)
+    moved = trajopt.solve(eqx.tree_at(lambda p: (p.model, p.q0), problem, (jax.tree.map(lambda x: x[1], models), q0[1])),
+                          transcription=scheme)
+    assert_close(both.variables[1], moved.variables, 1e-12, what="model and initial state 1 alone, vmapped in pairs")
+    with pytest.raises(ValueError, match="leading batch axis on every array leaf"):
+        trajopt.solve_batch(problem, models=problem.model, transcription=scheme)
+    with pytest.raises(ValueError, match=r"q0 must have shape \(2, 2\)"):
+        trajopt.solve_batch(problem, jnp.zeros((3, 2)), models=models, transcription=scheme)
+
+
 def test_bad_input():
     problem = acrobot_problem(5)
     with pytest.raises(ValueError, match="unknown dynamics"):

@@ -14,7 +14,8 @@ takes a transcription:
   program by an :class:`InteriorPoint` method whose Newton steps cost time linear in the knots.
 
 :func:`solve_restarts` runs several initial guesses in one compiled program and keeps the best;
-:func:`solve_batch` solves a collocation problem from many initial states in one call.
+:func:`solve_batch` solves a collocation problem from many initial states, or for many models, in
+one call.
 
 Example::
 

@@ -191,41 +191,48 @@ def _collocate(nlp, optimiser: InteriorPoint, w0):
 _COLLOCATE = eqx.filter_jit(_collocate, compiler_options=_FAST_COMPILE)
 
 
-def _with_state(problem, q0, qd0):
-    return eqx.tree_at(lambda p: (p.q0, p.qd0), problem, (q0, qd0))
+def _with_state(problem, q0, qd0, model):
+    return eqx.tree_at(lambda p: (p.q0, p.qd0, p.model), problem, (q0, qd0, model))
 
 
-def _started_at(nlp, q0, qd0):
-    """The program of the problem started at ``(q0, qd0)``."""
-    return eqx.tree_at(lambda n: n.problem, nlp, _with_state(nlp.problem, q0, qd0))
+def _started_at(nlp, q0, qd0, model):
+    """The program of the problem started at ``(q0, qd0)``, with ``model``."""
+    return eqx.tree_at(lambda n: n.problem, nlp, _with_state(nlp.problem, q0, qd0, model))
 
 
-def _collocate_from(nlp, optimiser, q0, qd0, w0):
-    return _collocate(_started_at(nlp, q0, qd0), optimiser, w0)
+def _collocate_from(nlp, optimiser, q0, qd0, model, w0):
+    return _collocate(_started_at(nlp, q0, qd0, model), optimiser, w0)
 
 
-#: ... and vmapped over initial states and guesses
-_COLLOCATE_VMAP = eqx.filter_jit(eqx.filter_vmap(_collocate_from, in_axes=(None, None, 0, 0, 0)),
-                                 compiler_options=_FAST_COMPILE)
+#: ... and vmapped over initial states and guesses (True: and models)
+_COLLOCATE_VMAP = {batched: eqx.filter_jit(eqx.filter_vmap(_collocate_from, in_axes=(None, None, 0, 0, 0 if batched
+                                                                                      else None, 0)),
+                                           compiler_options=_FAST_COMPILE) for batched in (False, True)}
 
 
-def _collocate_many(nlp, optimiser, q0, qd0, w0, chunk: int, progress: bool):
-    """:func:`_collocate_from` for each initial state and guess, ``chunk`` problems at a time,
-    vmapped (a vmapped while loop runs every problem to the slowest one's iterations, and each
-    inner loop, inertia correction and line search, to its slowest too), the chunks one after
-    another with a progress bar. One problem at a time runs :func:`solve`'s compiled program; a
-    last short chunk is padded with copies of its last problem."""
+def _collocate_many(nlp, optimiser, q0, qd0, models, w0, chunk: int, progress: bool):
+    """:func:`_collocate_from` for each initial state and guess, and model (every array leaf
+    of ``models`` with a leading batch axis; ``None``: the problem's for all), ``chunk``
+    problems at a time, vmapped (a vmapped while loop runs every problem to the slowest one's
+    iterations, and each inner loop, inertia correction and line search, to its slowest too),
+    the chunks one after another with a progress bar. One problem at a time runs
+    :func:`solve`'s compiled program; a last short chunk is padded with copies of its last
+    problem."""
     batch = w0.shape[0]
     pad = -batch % chunk
     if pad:
-        q0, qd0, w0 = (jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]) for x in (q0, qd0, w0))
+        q0, qd0, models, w0 = jax.tree.map(lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]),
+                                           (q0, qd0, models, w0))
+    model = lambda rows: nlp.problem.model if models is None else jax.tree.map(lambda x: x[rows], models)  # noqa: E731
     parts, converged = [], 0
     with Progress(batch, "collocation", "problems", progress) as bar:
         for i in range(0, batch, chunk):
             if chunk == 1:
-                part = jax.tree.map(lambda x: x[None], _COLLOCATE(_started_at(nlp, q0[i], qd0[i]), optimiser, w0[i]))
+                part = jax.tree.map(lambda x: x[None], _COLLOCATE(_started_at(nlp, q0[i], qd0[i], model(i)), optimiser,
+                                                                  w0[i]))
             else:
-                part = _COLLOCATE_VMAP(nlp, optimiser, q0[i:i + chunk], qd0[i:i + chunk], w0[i:i + chunk])
+                rows = slice(i, i + chunk)
+                part = _COLLOCATE_VMAP[models is not None](nlp, optimiser, q0[rows], qd0[rows], model(rows), w0[rows])
             parts.append(part)
             n = min(chunk, batch - i)
             converged += int(jnp.sum(part[0].error[:n] <= optimiser.tol))
@@ -238,11 +245,12 @@ def _default_chunk(batch: int) -> int:
     return 1 if jax.default_backend() == "cpu" else batch
 
 
-def _solve_collocation(problem, w0, transcription: Collocation, optimiser, states=None, chunk=None,
+def _solve_collocation(problem, w0, transcription: Collocation, optimiser, states=None, models=None, chunk=None,
                        progress: bool = False) -> Solution:
     """Solve from ``w0`` (K, nw), or from a batch of guesses ``w0`` (B, K, nw) for ``problem``
-    or from each of the initial ``states`` ``(q0 (B, nq), qd0 (B, nv))``, ``chunk`` at a time
-    (a progress bar over the problems with ``progress``)."""
+    or from each of the initial ``states`` ``(q0 (B, nq), qd0 (B, nv))`` with each of the
+    ``models`` (batched leaves), ``chunk`` at a time (a progress bar over the problems with
+    ``progress``)."""
     optimiser = InteriorPoint(tol=default_tolerance(problem.q0.dtype, 1e-8, 1000)) if optimiser is None else optimiser
     if not isinstance(optimiser, InteriorPoint):
         raise TypeError(f"collocation is solved by trajopt.InteriorPoint(tol=..., max_iter=...); got "
@@ -257,7 +265,7 @@ def _solve_collocation(problem, w0, transcription: Collocation, optimiser, state
         chunk = _default_chunk(batch) if chunk is None else chunk
         if not (isinstance(chunk, int) and 1 <= chunk <= batch):
             raise ValueError(f"chunk must be an integer from 1 to the batch size {batch}; got {chunk!r}")
-        state, cost, worst, torques, errors = _collocate_many(nlp, optimiser, q0, qd0, w0, chunk, progress)
+        state, cost, worst, torques, errors = _collocate_many(nlp, optimiser, q0, qd0, models, w0, chunk, progress)
     x = transcription.unpack(problem, state.w)
     ts = jnp.broadcast_to(problem.controls.ts, x.q.shape[:-1])
     one = jnp.ones_like(cost, dtype=jnp.int32)
@@ -318,34 +326,53 @@ def solve(problem: TrajectoryProblem, guess=None, *, transcription=None, optimis
     return _optimise(problem, z, transcription, optimiser, constraints, inner_steps, progress, batched=False)
 
 
-def solve_batch(problem: TrajectoryProblem, q0, qd0=None, *, transcription=None, optimiser=None,
-                chunk: int | None = None, progress: bool = True) -> Solution:
-    """The same collocation problem from B initial states, in one call.
+def _batch_size(model, models) -> int:
+    """The leading axis of ``models`` (``model`` with every array leaf batched), checked."""
+    shapes = [(x.shape, y.shape) for x, y in zip(jax.tree.leaves(model), jax.tree.leaves(models)) if eqx.is_array(x)]
+    if jax.tree.structure(model) != jax.tree.structure(models) or not shapes or any(
+            y[1:] != x or y[:1] != shapes[0][1][:1] for x, y in shapes):
+        raise ValueError(f"models must be the problem's model {model.name!r} with a leading batch axis on every "
+                         "array leaf, e.g. jax.vmap(lambda m: eqx.tree_at(lambda x: x.mass, model, m))(masses)")
+    return shapes[0][1][0]
 
-    ``q0`` (B, nq), ``qd0`` (B, nv) (default: the problem's ``qd0`` for all); ``transcription``:
-    a :class:`Collocation` (default :class:`HermiteSimpson`); ``optimiser``: an
-    :class:`InteriorPoint`. Each problem starts from the transcription's default guess for
-    its initial state and runs until it converges, as if alone. ``chunk``: how many problems
-    are solved together, vmapped, by one compiled program; the chunks run one after another.
-    Default: one at a time on a CPU (where a vmapped batch of 64 swing-ups cost 3.1x more per
-    problem: every problem waits for the slowest, and the batch's arrays leave the cache), all
-    of them on an accelerator. ``progress``: a progress bar over the problems (tqdm, or plain
-    lines on stderr).
+
+def solve_batch(problem: TrajectoryProblem, q0=None, qd0=None, *, models=None, transcription=None, optimiser=None,
+                chunk: int | None = None, progress: bool = True) -> Solution:
+    """The same collocation problem from B initial states, or for B models, in one call.
+
+    ``q0`` (B, nq), ``qd0`` (B, nv) (default: the problem's ``q0``, ``qd0`` for all);
+    ``models``: the problem's model with a leading axis B on every array leaf (e.g. the masses
+    of an identification's confidence set, made by ``jax.vmap`` of a function that builds the
+    model from them), each problem solved with its own; the bounds (torque, position limits)
+    stay the problem's. ``transcription``: a :class:`Collocation` (default
+    :class:`HermiteSimpson`); ``optimiser``: an :class:`InteriorPoint`. Each problem starts
+    from the transcription's default guess for its initial state and model and runs until it
+    converges, as if alone. ``chunk``: how many problems are solved together, vmapped, by one
+    compiled program; the chunks run one after another. Default: one at a time on a CPU (where
+    a vmapped batch of 64 swing-ups cost 3.1x more per problem: every problem waits for the
+    slowest, and the batch's arrays leave the cache), all of them on an accelerator.
+    ``progress``: a progress bar over the problems (tqdm, or plain lines on stderr).
 
     **Returns:** a :class:`Solution` with a leading axis B (``converged`` per problem).
     """
     transcription = HermiteSimpson() if transcription is None else transcription
     if not isinstance(transcription, Collocation):
         raise TypeError(f"solve_batch solves collocation problems; got {type(transcription).__name__}")
-    q0 = jnp.asarray(q0, problem.q0.dtype)
-    if q0.ndim != 2 or q0.shape[1] != problem.model.nq:
-        raise ValueError(f"q0 must have shape (B, {problem.model.nq}); got {q0.shape}")
+    if q0 is None and models is None:
+        raise ValueError("give the initial states q0 (B, nq), the models (batched), or both")
+    batch = _batch_size(problem.model, models) if models is not None else None
+    q0 = jnp.broadcast_to(problem.q0, (batch, problem.model.nq)) if q0 is None else jnp.asarray(q0, problem.q0.dtype)
+    if q0.ndim != 2 or q0.shape[1] != problem.model.nq or batch not in (None, q0.shape[0]):
+        raise ValueError(f"q0 must have shape ({batch or 'B'}, {problem.model.nq}); got {q0.shape}")
+    batch = q0.shape[0]
     qd0 = problem.qd0 if qd0 is None else jnp.asarray(qd0, problem.q0.dtype)
-    if qd0.shape not in ((problem.model.nv,), (q0.shape[0], problem.model.nv)):
-        raise ValueError(f"qd0 must have shape ({problem.model.nv},) or ({q0.shape[0]}, {problem.model.nv}); got {qd0.shape}")
-    qd0 = jnp.broadcast_to(qd0, (q0.shape[0], problem.model.nv))
-    guesses = jax.vmap(lambda q, v: transcription.initial_guess(_with_state(problem, q, v)))(q0, qd0)
-    return _solve_collocation(problem, guesses, transcription, optimiser, states=(q0, qd0), chunk=chunk,
+    if qd0.shape not in ((problem.model.nv,), (batch, problem.model.nv)):
+        raise ValueError(f"qd0 must have shape ({problem.model.nv},) or ({batch}, {problem.model.nv}); got {qd0.shape}")
+    qd0 = jnp.broadcast_to(qd0, (batch, problem.model.nv))
+    guesses = eqx.filter_vmap(lambda q, v, m: transcription.initial_guess(_with_state(problem, q, v, m)),
+                              in_axes=(0, 0, None if models is None else 0))(
+        q0, qd0, problem.model if models is None else models)
+    return _solve_collocation(problem, guesses, transcription, optimiser, states=(q0, qd0), models=models, chunk=chunk,
                               progress=progress)
 
 
