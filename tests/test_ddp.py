@@ -1,7 +1,7 @@
 """Feasibility-driven DDP (mbjax.trajopt.FDDP): its stage models against finite differences on
 a free-floating model (quaternion base), one exact step on a linear-quadratic problem against a
 dense least-squares solve, the regularisation's recovery from singular control curvature, and
-the bad input it refuses. Its solves of the acrobot against
+the bad input it refuses (a term coupling distant knots among it). Its solves of the acrobot against
 Levenberg–Marquardt's are in test_trajopt.py."""
 
 from __future__ import annotations
@@ -178,6 +178,13 @@ def test_singular_control_curvature_raises_the_regularisation():
     assert float(jnp.max(jnp.abs(residuals(single.rollout(problem, u))))) <= 1e-8
 
 
+class Periodic(trajopt.Term):
+    """The joint angles at the end equal to those at the start."""
+
+    def residual(self, problem, rollout):
+        return rollout.trajectory.q[-1, 7:] - rollout.trajectory.q[0, 7:]
+
+
 def test_bad_input():
     model = floating_arm()
     cubic = trajopt.TrajectoryProblem(model, mbjax.neutral(model), jnp.zeros(model.nv), 1.0, KNOTS,
@@ -187,6 +194,11 @@ def test_bad_input():
         trajopt.solve(cubic, jnp.zeros(cubic.controls.shape), optimiser=fddp, progress=False)
     linear = trajopt.TrajectoryProblem(model, mbjax.neutral(model), jnp.zeros(model.nv), 1.0, 5,
                                        costs=[trajopt.Effort()])
+    # a term that couples the first and the last knot cannot be split into stages
+    periodic = trajopt.TrajectoryProblem(model, mbjax.neutral(model), jnp.zeros(model.nv), 1.0, KNOTS,
+                                         costs=[trajopt.Effort(), Periodic()])
+    with pytest.raises(Exception, match="couples knots more than one interval apart"):
+        trajopt.solve(periodic, jnp.zeros(periodic.controls.shape), optimiser=fddp, progress=False)
     with pytest.raises(ValueError, match=r"MultipleShooting\(4\)"):
         trajopt.solve(linear, jnp.zeros(linear.controls.shape), transcription=trajopt.MultipleShooting(2),
                       optimiser=fddp, progress=False)

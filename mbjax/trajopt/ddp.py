@@ -156,9 +156,17 @@ class Stages:
         J = jax.vmap(jax.vmap(derivative))(Tu, Tq, Tqd)  # (K, m, rows)
         J = jnp.swapaxes(J, 1, 2)
         # each residual is charged to the first stage whose state (knot state, grid rows, knot
-        # value) it depends on; a later knot value it depends on is then that stage's control
-        owner = jnp.argmax(jnp.any(J[:, :, :n] != 0, axis=2), axis=0)
-        J = J * (owner[None, :] == jnp.arange(K)[:, None]).astype(dtype)[:, :, None]
+        # value) it depends on; a later knot value it depends on is then that stage's control.
+        # A residual that also depends on a later stage's knot state or grid, or on a knot
+        # value two knots on, couples stages: the stage models cannot hold it
+        state = jnp.any(J[:, :, :n] != 0, axis=2)  # (K, rows)
+        owner = jnp.argmax(state, axis=0)
+        stage = jnp.arange(K)[:, None]
+        coupled = (state & (stage > owner + 1)) | (jnp.any(J[:, :, :2 * nv] != 0, axis=2) & (stage == owner + 1))
+        J = eqx.error_if(J, jnp.any(coupled), "a cost or constraint couples knots more than one interval apart (e.g. a "
+                         "periodicity term): FDDP needs terms local to an interval, a knot or a grid point; solve "
+                         "this problem with trajopt.LevenbergMarquardt")
+        J = J * (owner[None, :] == stage).astype(dtype)[:, :, None]
         J, J_end = J[:-1], J[-1, :, :n]
         return Linearisation(0.5 * r @ r, AB, gap, jnp.einsum("krj,r->kj", J, r), jnp.einsum("kri,krj->kij", J, J),
                              J_end.T @ r, J_end.T @ J_end)
