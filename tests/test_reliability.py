@@ -362,10 +362,12 @@ assert int(check.stats["num_steps"]) < 1000
 # over this short motion (6e-5 rad and 5e-5 rad/s seen; float64: 5e-7, 2e-6)
 error = np.abs(np.concatenate([np.asarray(check.q[-1]) - [0.8, -0.5], np.asarray(check.qd[-1])]))
 assert error.max() <= 2 * feasible, error
-# FDDP with its default tolerances (float32's) converges to the same motion
+# FDDP with its default tolerances (float32's) converges to the same motion. Each solver stops
+# feasible to 1.2e-4 with its cost settled to 1.2e-4 (relative) per multiplier update, so the
+# two stopping points may differ by a few times that: 4 x 1.2e-4 (measured 5.3e-5)
 fddp = trajopt.solve(problem, guess, optimiser=trajopt.FDDP(), progress=False)
 assert bool(fddp.converged) and float(fddp.violation) <= feasible, fddp.summary()
-assert abs(float(fddp.cost) - float(solution.cost)) <= 1e-3 * float(solution.cost), (fddp.cost, solution.cost)
+assert abs(float(fddp.cost) - float(solution.cost)) <= 4 * feasible * float(solution.cost), (fddp.cost, solution.cost)
 print("FLOAT32 OK")
 """
 

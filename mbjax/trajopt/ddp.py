@@ -92,11 +92,8 @@ class Stages:
         S = problem.substeps
         self.nv, self.nu = problem.model.nv, problem.controls.shape[1]
         self.n = 2 * self.nv + self.nu
-        dtype = problem.q0.dtype
         self.no_defects = jnp.zeros_like(rollout.defects)
-        knots = problem.controls.ts  # the integration grid, as problem.simulate steps through each interval
-        self.ts = jnp.concatenate([(knots[:-1, None] + jnp.diff(knots)[:, None] / S * jnp.arange(S, dtype=dtype))
-                                   .reshape(-1), knots[-1:]])
+        self.ts = rollout.trajectory.ts  # the integration grid
         # the knot states: each interval's first grid row (multiple shooting: the nodes)
         self.u, self.q, self.qd = rollout.u, rollout.trajectory.q[:-1:S], rollout.trajectory.qd[:-1:S]
 
