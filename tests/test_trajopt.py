@@ -86,7 +86,8 @@ def test_gradient_matches_finite_differences():
 def test_levenberg_marquardt_on_rosenbrock():
     """The default inner solver on Rosenbrock's function as residuals (10 (y - x^2), 1 - x),
     variables in a pytree: from (-1.2, 1) to the minimum (1, 1), ended by its gradient test
-    before the step budget; a budget too small to get there reports no convergence."""
+    before the step budget; a budget too small to get there reports no convergence; the auxiliary
+    outputs returned are those of the result and of the starting point."""
     lm = trajopt.LevenbergMarquardt(rtol=1e-12, atol=1e-12)
 
     def residuals(z, a):
@@ -99,6 +100,10 @@ def test_levenberg_marquardt_on_rosenbrock():
     assert_close(jnp.stack([z["x"], z["y"]]), jnp.ones(2), rtol=1e-10, what="Rosenbrock minimum")
     _, steps, converged = solve(start, 3)
     assert not bool(converged) and int(steps) == 3
+    # with has_aux: the aux of the result and of the start (its first trial)
+    with_aux = lambda z, a: (residuals(z, a), z["x"] + z["y"])  # noqa: E731
+    z, _, _, aux, aux0 = jax.jit(lambda z: lm.minimise(with_aux, z, 1.0, 100, has_aux=True))(start)
+    assert float(aux) == float(z["x"] + z["y"]) and float(aux0) == -1.2 + 1.0, (aux, aux0)
     # trial points where the residuals are not finite (a diverging simulation) are rejected
     diverging = lambda z, a: jnp.where(z > 2.0, jnp.nan, z - a)  # noqa: E731
     z, _, converged = jax.jit(lambda z: lm.minimise(diverging, z, 3.0, 30))(jnp.zeros(1))
@@ -228,3 +233,5 @@ def test_bad_input():
         trajopt.TrajectoryProblem(problem.model, jnp.zeros(3), jnp.zeros(2), T, KNOTS, costs=[trajopt.Effort()])
     with pytest.raises(ValueError, match="TerminalState needs"):
         trajopt.TerminalState()
+    with pytest.raises(ValueError, match="iterations must be at least 1"):
+        trajopt.AugmentedLagrangian(iterations=0)

@@ -61,6 +61,10 @@ class AugmentedLagrangian(eqx.Module):
     cost_tolerance: float | None = None
     multipliers: bool = eqx.field(default=True, static=True)
 
+    def __check_init__(self):
+        if not self.iterations >= 1:
+            raise ValueError(f"iterations must be at least 1 (one inner solve); got {self.iterations}")
+
     def tolerances(self, dtype) -> tuple:
         """``(tolerance, cost_tolerance)`` for a problem computed in ``dtype``: the fields, or
         where ``None`` ``mbjax.checks.default_tolerance(dtype, 1e-8 / 1e-6, 1000)``."""

@@ -43,8 +43,9 @@ class LevenbergMarquardt(eqx.Module):
     def minimise(self, fn, z, args, max_steps: int, has_aux: bool = False):
         """Minimise ``1/2 |fn(z, args)|^2`` from ``z`` (any pytree of arrays) in at most
         ``max_steps`` steps. Returns ``(z, steps, converged)``; with ``has_aux``, ``fn`` returns
-        ``(residuals, aux)`` and the result ends with the ``aux`` of the returned ``z`` (e.g.
-        the simulation behind the residuals, which then need not be run again)."""
+        ``(residuals, aux)`` and the result ends with the ``aux`` of the returned ``z`` and of
+        the starting ``z`` (the first trial; e.g. the simulations behind the residuals, which
+        then need not be run again)."""
         x0, unravel = ravel_pytree(z)
         evaluate = (lambda x: fn(unravel(x), args)) if has_aux else (lambda x: (fn(unravel(x), args), None))
 
@@ -64,7 +65,7 @@ class LevenbergMarquardt(eqx.Module):
         eye = jnp.eye(x0.shape[0], dtype=dtype)
 
         def step(s):
-            x, r, aux, J, F, mu, nu, k, _ = s
+            x, r, aux, J, F, mu, nu, k, _, aux0 = s
             g = J.T @ r
             h = -jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(J.T @ J + mu * eye), g)
             h = jnp.where(k == 0, zero, h)  # the first trial: the starting point
@@ -77,13 +78,14 @@ class LevenbergMarquardt(eqx.Module):
             keep = lambda new, old: jax.tree.map(lambda a, b: jnp.where(accept, a, b), new, old)  # noqa: E731
             return (keep(x + h, x), keep(r_new, r), keep(aux_new, aux), keep(J_new, J), keep(F_new, F),
                     jnp.where(accept, mu_next, mu * nu), jnp.where(accept, 2.0, 2.0 * nu).astype(dtype), k + 1,
-                    accept & stationary)
+                    accept & stationary, jax.tree.map(lambda a, b: jnp.where(k == 0, a, b), aux_new, aux0))
 
         def running(s):
             return (s[7] <= max_steps) & ~s[8]
 
-        init = (x0, jnp.zeros(m, dtype), jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), aux_shape),
-                jnp.zeros((m, x0.shape[0]), dtype), inf, jnp.asarray(self.damping, dtype), jnp.asarray(2.0, dtype),
-                jnp.zeros((), jnp.int32), jnp.zeros((), bool))
-        x, _, aux, *_, k, converged = jax.lax.while_loop(running, step, init)
-        return (unravel(x), k - 1, converged) + ((aux,) if has_aux else ())
+        no_aux = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), aux_shape)
+        init = (x0, jnp.zeros(m, dtype), no_aux, jnp.zeros((m, x0.shape[0]), dtype), inf,
+                jnp.asarray(self.damping, dtype), jnp.asarray(2.0, dtype), jnp.zeros((), jnp.int32),
+                jnp.zeros((), bool), no_aux)
+        x, _, aux, *_, k, converged, aux0 = jax.lax.while_loop(running, step, init)
+        return (unravel(x), k - 1, converged) + ((aux, aux0) if has_aux else ())
