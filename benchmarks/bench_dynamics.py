@@ -253,13 +253,14 @@ def run(args):
         return {"median": per[len(per) // 2], "min": per[0], "max": per[-1], "cpu_median": cpu[len(cpu) // 2],
                 "number": number, "repeats": per}
 
-    def compile_jit(fn, *xs, name, robot, batch=None):
-        """Trace, lower and compile ``jax.jit(fn)`` at ``xs``, timing each stage.
+    def compile_jit(fn, *xs, name, robot, batch=None, jit=jax.jit):
+        """Trace, lower and compile ``jit(fn)`` (``jax.jit`` or ``mbjax.jit``) at ``xs``, timing
+        each stage.
 
         The jitted function reuses that compilation on its first call (measured too), so the
         stages add up to the cold first-call cost.
         """
-        f = jax.jit(fn)
+        f = jit(fn)
         t0 = time.perf_counter()
         traced = f.trace(*xs)
         t1 = time.perf_counter()
@@ -347,6 +348,14 @@ def run(args):
             err = float(np.abs(np.asarray(f(model, q0, v0, t0_)) - pin.aba(pm, pdata, Qp[0], V[0], T[0])).max())
             log(f"  check   max|aba_mbjax - aba_pinocchio| = {err:.2e} at one state")
             record(name, model, "aba single (model arg)", bench(lambda: f(model, q0, v0, t0_).block_until_ready()), pin_aba)
+            # the same with mbjax.jit (XLA:CPU's memory-optimised scheduler, mbjax.compilation)
+            f, _ = compile_jit(lambda m, q, v, t: mbjax.aba(m, q, v, t), model, q0, v0, t0_, name="aba (mbjax.jit)",
+                               robot=name, jit=mbjax.jit)
+            record(name, model, "aba single (model arg, mbjax.jit)", bench(lambda: f(model, q0, v0, t0_).block_until_ready()),
+                   pin_aba)
+            # the public call from Python, as the README shows it
+            record(name, model, "aba single (public call)",
+                   bench(lambda: mbjax.aba(model, q0, v0, t0_).block_until_ready()), pin_aba)
             # the floor under any jitted call: dispatch of a function that returns its input
             f, _ = compile_jit(lambda m, q, v, t: t, model, q0, v0, t0_, name="identity", robot=name)
             record(name, model, "jit floor: identity (model arg)", bench(lambda: f(model, q0, v0, t0_).block_until_ready()),
@@ -379,6 +388,8 @@ def run(args):
             pin_rnea = pin_loop(pin.rnea, pin_states_a)
             f, _ = compile_jit(lambda m, q, v, a: mbjax.rnea(m, q, v, a), model, q0, v0, a0, name="rnea", robot=name)
             record(name, model, "rnea single (model arg)", bench(lambda: f(model, q0, v0, a0).block_until_ready()), pin_rnea)
+            record(name, model, "rnea single (public call)",
+                   bench(lambda: mbjax.rnea(model, q0, v0, a0).block_until_ready()), pin_rnea)
             xs = (model, Qj[:B], Vj[:B], Aj[:B])
             f, c = compile_jit(jax.vmap(mbjax.rnea, in_axes=(None, 0, 0, 0)), *xs, name="rnea vmap", robot=name, batch=B)
             memory.append(memory_record(c, name, "rnea vmap", B, resource))

@@ -20,6 +20,7 @@ from .constraints import (
 )
 from .constraints import StepResult, huang_double_pendulum, huang_system, stewart_platform
 from .animation import animate
+from .compilation import jit
 from .configuration import difference, integrate, neutral, normalize, random_configuration
 from .dynamics.aba import aba
 from .dynamics.crba import crba
@@ -102,7 +103,7 @@ from .formulations import (
 __version__ = "0.1.0"
 
 __all__ = [
-    "JOINT_TYPES", "Model", "URDFError", "load_urdf", "ModelBuilder", "Topology", "aba", "aba_derivatives", "rnea_derivatives", "body_velocities", "center_of_mass",
+    "JOINT_TYPES", "Model", "jit", "URDFError", "load_urdf", "ModelBuilder", "Topology", "aba", "aba_derivatives", "rnea_derivatives", "body_velocities", "center_of_mass",
     "center_of_mass_jacobian", "centroidal_momentum_matrix", "bundled_model_path", "check_inertia", "crba", "difference", "example_robot_path", "load_bundled", "load_example_robot",
     "Dynamics", "as_dynamics", "forward_dynamics", "from_pinocchio_configuration", "to_pinocchio_configuration", "forward_kinematics", "frame_jacobian", "frame_jacobian_time_variation",
     "frame_placement", "frame_placements", "frame_velocity", "generalized_gravity", "incidence_matrix",

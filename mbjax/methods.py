@@ -15,6 +15,7 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 
+from .compilation import filter_jit
 from .dynamics.aba import aba_from
 from .dynamics.bodies import external_forces_or_zero
 from .dynamics.crba import crba_fast
@@ -109,7 +110,7 @@ def as_dynamics(method) -> Dynamics:
     )
 
 
-@eqx.filter_jit
+@filter_jit
 def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method="aba"):
     """Joint accelerations (nv,) by ``method``: one of :data:`METHODS` or a :class:`mbjax.Dynamics`.
 

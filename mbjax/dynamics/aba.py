@@ -13,6 +13,7 @@ import numpy as np
 from jax.custom_derivatives import SymbolicZero
 
 from ..checks import check_accelerations, check_external_forces, check_state
+from ..compilation import jit
 from ..configuration import difference_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
@@ -87,7 +88,7 @@ def _aba_jvp(primals, tangents):
 aba_from.defjvp(_aba_jvp, symbolic_zeros=True)
 
 
-@jax.jit
+@jit
 def aba(model: Model, q, qd, tau, f_ext=None):
     """Joint accelerations (nv,) under torques ``tau`` at state (q, qd).
 

@@ -7,6 +7,7 @@ import jax.numpy as jnp
 
 from .. import spatial
 from ..checks import check_state
+from ..compilation import jit
 from ..kinematics import TreeKinematics, tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
@@ -101,7 +102,7 @@ def crba_kernel(model: Model, q):
 crba_fast = routed(crba_kernel, lambda model, q: mass_matrix_from(model, tree_kinematics(model, q)))
 
 
-@jax.jit
+@jit
 def crba(model: Model, q):
     """The joint-space mass matrix M(q) (nv, nv), symmetric positive definite.
 

@@ -42,6 +42,7 @@ import numpy as np
 
 from .. import spatial
 from ..checks import check_external_forces, check_state
+from ..compilation import jit
 from ..configuration import integrate_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
@@ -237,7 +238,7 @@ def _call(fn, model, q, qd, x, f_ext):
     return out[0], out[1], out[2]
 
 
-@jax.jit
+@jit
 def rnea_derivatives(model: Model, q, qd, qdd, f_ext=None):
     """Partial derivatives of inverse dynamics tau = ID(q, qd, qdd, f_ext).
 
@@ -251,7 +252,7 @@ def rnea_derivatives(model: Model, q, qd, qdd, f_ext=None):
     return _call(state_derivatives, model, q, qd, qdd, check_external_forces(model, f_ext))
 
 
-@jax.jit
+@jit
 def aba_derivatives(model: Model, q, qd, tau, f_ext=None):
     """Partial derivatives of forward dynamics qdd = FD(q, qd, tau, f_ext).
 

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import equinox as eqx
-
 from ..checks import check_state
+from ..compilation import filter_jit
 from ..configuration import difference_from
 from ..model.model import Model
 
 
-@eqx.filter_jit
+@filter_jit
 def passive_forces(model: Model, q, qd):
     """Generalized forces of the joints' springs and dampers::
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 
 from .. import spatial
 from ..checks import check_external_forces, check_state
+from ..compilation import jit
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
@@ -87,7 +87,7 @@ def _rnea_plain(model: Model, q, qd, qdd, f_ext=None):
 rnea_fast = routed(rnea_kernel, _rnea_plain)
 
 
-@jax.jit
+@jit
 def rnea(model: Model, q, qd, qdd, f_ext=None):
     """Joint torques (nv,) that produce the accelerations ``qdd`` at state (q, qd).
 

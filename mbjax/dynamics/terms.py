@@ -5,12 +5,11 @@ momentum matrix, and the Jacobian of the centre of mass (forward dynamics by nam
 
 from __future__ import annotations
 
-import jax
-import equinox as eqx
 import jax.numpy as jnp
 
 from .. import spatial
 from ..checks import check_state
+from ..compilation import filter_jit, jit
 from ..kinematics import body_velocities_from, center_of_mass_from, tree_kinematics
 from ..model.model import Model
 from .bodies import world_inertias
@@ -18,14 +17,14 @@ from .crba import momentum_matrix_from
 from .rnea import rnea_fast
 
 
-@jax.jit
+@jit
 def nonlinear_effects(model: Model, q, qd):
     """Bias torques h(q, qd) (nv,): Coriolis, centrifugal and gravity (rnea with qdd = 0)."""
     q, qd = check_state(model, q, qd=qd)
     return rnea_fast(model, q, qd, jnp.zeros_like(qd))
 
 
-@jax.jit
+@jit
 def generalized_gravity(model: Model, q):
     """Gravity torques g(q) (nv,) (rnea with qd = qdd = 0)."""
     q = check_state(model, q)
@@ -33,7 +32,7 @@ def generalized_gravity(model: Model, q):
     return rnea_fast(model, q, z, z)
 
 
-@jax.jit
+@jit
 def kinetic_energy(model: Model, q, qd):
     """T = 1/2 sum_i v_i . I_i v_i + 1/2 sum_k armature_k qd_k^2 (= 1/2 qd^T M qd)."""
     q, qd = check_state(model, q, qd=qd)
@@ -43,14 +42,14 @@ def kinetic_energy(model: Model, q, qd):
     return 0.5 * jnp.sum(v * spatial.inertia_apply(*inertia, v)) + 0.5 * jnp.sum(model.armature * qd**2)
 
 
-@jax.jit
+@jit
 def potential_energy(model: Model, q):
     """V = -sum_i m_i g . c_i (zero at the world origin)."""
     q = check_state(model, q)
     return -jnp.sum(model.mass) * jnp.dot(model.gravity, center_of_mass_from(model, tree_kinematics(model, q)))
 
 
-@eqx.filter_jit
+@filter_jit
 def momentum(model: Model, q, qd, about: str = "world"):
     """Spatial momentum (6,) ``(linear, angular)`` in world axes.
 
@@ -63,7 +62,7 @@ def momentum(model: Model, q, qd, about: str = "world"):
     return _about(model, tk, h, about)
 
 
-@jax.jit
+@jit
 def center_of_mass_jacobian(model: Model, q):
     """Jacobian (3, nv) of the centre of mass: ``c_dot = J_com @ qd``.
 
@@ -75,7 +74,7 @@ def center_of_mass_jacobian(model: Model, q):
     return momentum_matrix_from(model, tk)[:3] / jnp.sum(model.mass)
 
 
-@jax.jit
+@jit
 def centroidal_momentum_matrix(model: Model, q):
     """A_G (6, nv) with h_G = A_G qd: momentum about the CoM in world axes (Orin et al. 2013)."""
     q = check_state(model, q)

@@ -1,0 +1,51 @@
+"""mbjax.jit and the entry points compiled with XLA:CPU options (mbjax.compilation): the same
+values as a plain jax.jit, called from Python and inside every transformation (JAX refuses
+compiler options on a nested jit, so they must fall back to a plain one there)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import mbjax
+
+
+@pytest.fixture(scope="module")
+def arm():
+    model = mbjax.load_bundled("quadruped")
+    q = mbjax.random_configuration(model, jax.random.PRNGKey(3))
+    rng = np.random.default_rng(3)
+    return model, q, jnp.asarray(rng.normal(size=model.nv)), jnp.asarray(rng.normal(size=model.nv))
+
+
+def test_entry_points_equal_plain_jit_everywhere(arm):
+    model, q, qd, tau = arm
+    plain = jax.jit(mbjax.aba.__wrapped__)(model, q, qd, tau)
+    np.testing.assert_array_equal(mbjax.aba(model, q, qd, tau), plain)  # the same kernels, another order
+    np.testing.assert_allclose(jax.jit(mbjax.aba)(model, q, qd, tau), plain, rtol=1e-12, atol=1e-12)
+    batched = jax.vmap(mbjax.aba, in_axes=(None, 0, 0, 0))(model, q[None], qd[None], tau[None])
+    np.testing.assert_allclose(batched[0], plain, rtol=1e-12, atol=1e-12)
+    # reverse mode through the entry point against central differences along a torque direction
+    d = jnp.linspace(-1.0, 1.0, model.nv)
+    loss = lambda t: jnp.sum(jnp.sin(mbjax.aba(model, q, qd, t)))  # noqa: E731
+    h = 1e-6
+    fd = (loss(tau + h * d) - loss(tau - h * d)) / (2 * h)
+    np.testing.assert_allclose(jnp.dot(jax.grad(loss)(tau), d), fd, rtol=1e-7)
+    # a filter_jit entry point (static argument) inside jit and from Python
+    R, p = mbjax.forward_kinematics(model, q)
+    np.testing.assert_allclose(jax.jit(lambda x: mbjax.forward_kinematics(model, x)[1])(q), p, rtol=1e-14, atol=1e-14)
+
+
+def test_user_jit(arm):
+    model, q, qd, tau = arm
+    f = mbjax.jit(lambda m, q, qd, tau: mbjax.aba(m, q, qd, tau))
+    expected = mbjax.aba(model, q, qd, tau)
+    np.testing.assert_array_equal(f(model, q, qd, tau), expected)
+    np.testing.assert_array_equal(jax.jit(f)(model, q, qd, tau), expected)  # nested: a plain jit
+    assert f.lower(model, q, qd, tau).compile() is not None  # ahead of time, with the options
+
+    @mbjax.jit(static_argnames="n")
+    def repeated(model, q, n):
+        return sum(mbjax.rnea(model, q, qd, tau) for _ in range(n))
+
+    np.testing.assert_allclose(repeated(model, q, n=2), 2 * mbjax.rnea(model, q, qd, tau), rtol=1e-14)
