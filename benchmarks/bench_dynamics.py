@@ -254,8 +254,8 @@ def run(args):
                 "number": number, "repeats": per}
 
     def compile_jit(fn, *xs, name, robot, batch=None, jit=jax.jit):
-        """Trace, lower and compile ``jit(fn)`` (``jax.jit`` or ``mbjax.jit``) at ``xs``, timing
-        each stage.
+        """Trace, lower and compile ``jit(fn)`` (``jax.jit`` with or without options) at ``xs``,
+        timing each stage.
 
         The jitted function reuses that compilation on its first call (measured too), so the
         stages add up to the cold first-call cost.
@@ -348,9 +348,9 @@ def run(args):
             err = float(np.abs(np.asarray(f(model, q0, v0, t0_)) - pin.aba(pm, pdata, Qp[0], V[0], T[0])).max())
             log(f"  check   max|aba_mbjax - aba_pinocchio| = {err:.2e} at one state")
             record(name, model, "aba single (model arg)", bench(lambda: f(model, q0, v0, t0_).block_until_ready()), pin_aba)
-            # the same with mbjax.jit (XLA:CPU's memory-optimised scheduler, mbjax.compilation)
+            # the same with mbjax.jit's options (XLA:CPU's memory-optimised scheduler, mbjax.compilation)
             f, _ = compile_jit(lambda m, q, v, t: mbjax.aba(m, q, v, t), model, q0, v0, t0_, name="aba (mbjax.jit)",
-                               robot=name, jit=mbjax.jit)
+                               robot=name, jit=partial(jax.jit, compiler_options=mbjax.compilation.CPU_OPTIONS))
             record(name, model, "aba single (model arg, mbjax.jit)", bench(lambda: f(model, q0, v0, t0_).block_until_ready()),
                    pin_aba)
             # the public call from Python, as the README shows it

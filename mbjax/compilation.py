@@ -43,9 +43,8 @@ def _dispatch(fun, fast, plain):
     def call(*args, **kwargs):
         return (fast if _from_python() else plain)(*args, **kwargs)
 
-    for name in ("trace", "lower"):  # ahead-of-time compilation, with the options
-        if hasattr(fast, name):
-            setattr(call, name, getattr(fast, name))
+    # no attributes on ``call`` (such as ``fast.lower``): functools.wraps in jax.vmap and jax.jit
+    # copies a function's attributes onto its wrappers, which would then lower ``fast``
     return call
 
 
