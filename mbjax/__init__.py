@@ -84,7 +84,7 @@ from .model.mjcf import MJCFError, load_mjcf
 from .constraints import load_mjcf_with_closures
 from .model.urdf import URDFError, load_urdf
 from .robots import bundled_model_path, example_robot_path, load_bundled, load_example_robot
-from . import identify, plotting, simulation, trajopt
+from . import contact, identify, plotting, simulation, trajopt
 from .simulation import (
     DivergenceError, PD, ComputedTorque, FeedForward, PathReference, Setpoint, Trajectory, configuration_rate, joint_limit_event,
     shard_batch, simulate, simulate_batch,
@@ -131,4 +131,6 @@ __all__ = [
     "identify",
     # trajectory optimisation (mbjax.trajopt)
     "trajopt",
+    # contacts with the ground (mbjax.contact)
+    "contact",
 ]

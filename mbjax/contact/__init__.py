@@ -1,0 +1,19 @@
+"""Contacts with the ground: collision shapes on bodies, detection against a plane, and a
+compliant contact model that enters every formulation as external wrenches.
+
+    points = contact.contact_points(model, [("FL_FOOT", contact.point((0, 0, 0))), ...])
+    ground = contact.Plane.horizontal(0.0)
+    model_c = contact.CompliantContact(points, ground, contact.HuntCrossley(1e5, 0.5),
+                                       contact.Friction(0.8, 1e-4))
+    traj = mbjax.simulate(model, q0, qd0, 0.0, 2.0, method=contact.WithContacts(model_c))
+"""
+
+from .compliant import CompliantContact, Friction, HuntCrossley, SpringDamper
+from .dynamics import WithContacts
+from .ground import Contacts, Plane, plane_contacts
+from .shapes import ContactPoints, box, capsule, contact_points, point, sphere
+
+__all__ = [
+    "CompliantContact", "ContactPoints", "Contacts", "Friction", "HuntCrossley", "Plane", "SpringDamper",
+    "WithContacts", "box", "capsule", "contact_points", "plane_contacts", "point", "sphere",
+]

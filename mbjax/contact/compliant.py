@@ -1,0 +1,144 @@
+"""A compliant contact model: normal force from penetration, regularised Coulomb friction, as
+body wrenches (the ``f_ext`` of the dynamics protocol).
+
+For each candidate sphere (:mod:`mbjax.contact.shapes`) touching the ground
+(:mod:`mbjax.contact.ground`) with depth d > 0 and depth rate d' = -n . v_c (v_c the velocity of
+the sphere's centre), the normal force is one of
+
+- :class:`SpringDamper`: f_n = max(0, k d + c d'), linear (its coefficient of restitution
+  has a closed form, :meth:`SpringDamper.restitution`);
+- :class:`HuntCrossley`: f_n = max(0, k d^p (1 + 3/2 alpha d')) (Hunt & Crossley 1975), whose
+  dissipation vanishes at first touch, so that the force has no jump; e ~ 1 - alpha v_in at low
+  impact speed v_in.
+
+Friction (:class:`Friction`) is Coulomb's law regularised at a slip speed v_s:
+f_t = -mu f_n u / sqrt(|u|^2 + v_s^2), with u the tangential velocity of the body's material
+point at the contact. Its error: a contact that Coulomb's law would hold still creeps at the
+speed where the regularised force equals the load, |u| = v_s r / sqrt(1 - r^2) with
+r = |f_t| / (mu f_n) < 1 (e.g. v_s = 1e-4 m/s, r = 0.5: 58 µm/s); sliding contacts get
+mu f_n (1 - O(v_s^2 / |u|^2)).
+"""
+
+from __future__ import annotations
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..kinematics import body_velocities_from, tree_kinematics
+from ..model.model import Model
+from .ground import Contacts, Plane, plane_contacts
+from .shapes import ContactPoints
+
+
+def _check(name, value, positive):
+    """Plain errors for concrete values at construction (traced ones are not checked)."""
+    if isinstance(value, jax.core.Tracer):
+        return
+    v = np.asarray(value)
+    if not np.all(np.isfinite(v)) or np.any(v <= 0 if positive else v < 0):
+        raise ValueError(f"{name} must be {'positive' if positive else 'non-negative'} and finite; got {v}")
+
+
+class SpringDamper(eqx.Module):
+    """Linear normal force f_n = max(0, k d + c d') (``stiffness`` k in N/m, ``damping`` c in N s/m)."""
+
+    stiffness: jnp.ndarray = eqx.field(converter=jnp.asarray)
+    damping: jnp.ndarray = eqx.field(converter=jnp.asarray)
+
+    def __check_init__(self):
+        _check("SpringDamper: stiffness", self.stiffness, True)
+        _check("SpringDamper: damping", self.damping, False)
+
+    def __call__(self, depth, rate):
+        return jnp.maximum(self.stiffness * depth + self.damping * rate, 0.0)
+
+    def restitution(self, mass):
+        """Coefficient of restitution of a point ``mass`` bouncing on the ground with this law
+        (no gravity, underdamped): contact ends when k d + c d' = 0, at w_d t = pi - atan(c w_d /
+        (k - c s)), with s = c / 2m and w_d = sqrt(k/m - s^2); e = -d'(t) / d'(0)."""
+        k, c = self.stiffness, self.damping
+        s = c / (2.0 * mass)
+        wd = jnp.sqrt(k / mass - s**2)
+        t = (jnp.pi - jnp.arctan2(c * wd, k - c * s)) / wd
+        return -jnp.exp(-s * t) * (jnp.cos(wd * t) - s / wd * jnp.sin(wd * t))
+
+
+class HuntCrossley(eqx.Module):
+    """Hunt–Crossley normal force f_n = max(0, k d^p (1 + 3/2 alpha d')): ``stiffness`` k,
+    ``exponent`` p (3/2 for Hertzian sphere contact), ``dissipation`` alpha (s/m)."""
+
+    stiffness: jnp.ndarray = eqx.field(converter=jnp.asarray)
+    dissipation: jnp.ndarray = eqx.field(converter=jnp.asarray)
+    exponent: float = eqx.field(default=1.5, static=True)
+
+    def __check_init__(self):
+        _check("HuntCrossley: stiffness", self.stiffness, True)
+        _check("HuntCrossley: dissipation", self.dissipation, False)
+        if not self.exponent >= 1:
+            raise ValueError(f"HuntCrossley: exponent must be >= 1; got {self.exponent}")
+
+    def __call__(self, depth, rate):
+        d = jnp.maximum(depth, 0.0)
+        return jnp.maximum(self.stiffness * d**self.exponent * (1.0 + 1.5 * self.dissipation * rate), 0.0)
+
+
+class Friction(eqx.Module):
+    """Regularised Coulomb friction: ``coefficient`` mu >= 0, slip ``speed`` v_s > 0 (m/s)."""
+
+    coefficient: jnp.ndarray = eqx.field(converter=jnp.asarray)
+    speed: jnp.ndarray = eqx.field(converter=jnp.asarray)
+
+    def __check_init__(self):
+        _check("Friction: coefficient", self.coefficient, False)
+        _check("Friction: speed", self.speed, True)
+
+    def __call__(self, normal_force, slip):
+        norm = jnp.sqrt(jnp.sum(slip**2, axis=-1) + self.speed**2)
+        return -(self.coefficient * normal_force / norm)[:, None] * slip
+
+
+class CompliantContact(eqx.Module):
+    """Contacts of a model's candidate spheres with the ground, as forces.
+
+    **Fields:** ``points`` (:class:`mbjax.contact.ContactPoints`), ``ground``
+    (:class:`mbjax.contact.Plane`), ``normal`` (:class:`SpringDamper` or :class:`HuntCrossley`),
+    ``friction`` (:class:`Friction`, or None for frictionless contacts). Every number is a
+    leaf: gradients flow to the contact parameters, the ground and the shapes.
+    """
+
+    points: ContactPoints
+    ground: Plane
+    normal: SpringDamper | HuntCrossley
+    friction: Friction | None = None
+
+    def forces(self, model: Model, q, qd):
+        """The contacts (:class:`mbjax.contact.Contacts`) and the force (k, 3) the ground
+        exerts on each candidate, world frame (zero where not touching)."""
+        tk = tree_kinematics(model, q)
+        body = np.asarray(self.points.body)
+        R, p = tk.R[body], tk.p[body]
+        centres = jnp.einsum("kij,kj->ki", R, self.points.position) + p
+        c = plane_contacts(self.ground, centres, self.points.radius)
+        v = body_velocities_from(model, tk, qd)[body]  # world frame: (velocity of the point at the origin, w)
+        v_centre = v[:, :3] + jnp.cross(v[:, 3:], centres)
+        rate = -jnp.sum(c.normal * v_centre, axis=-1)
+        fn = jnp.where(c.depth > 0, self.normal(c.depth, rate), 0.0)
+        f = fn[:, None] * c.normal
+        if self.friction is not None:
+            v_point = v[:, :3] + jnp.cross(v[:, 3:], c.point)
+            slip = v_point - jnp.sum(v_point * c.normal, axis=-1, keepdims=True) * c.normal
+            f = f + self.friction(fn, slip)
+        return c, f
+
+    def wrenches(self, model: Model, q, qd):
+        """Body wrenches (nbodies, 6): force and moment about the body origin, in body axes
+        (the ``f_ext`` of :func:`mbjax.aba` and of every formulation)."""
+        tk = tree_kinematics(model, q)
+        c, f = self.forces(model, q, qd)
+        body = np.asarray(self.points.body)
+        moment = jnp.cross(c.point - tk.p[body], f)
+        world = jnp.zeros((model.nbodies, 6), f.dtype).at[body].add(jnp.concatenate([f, moment], -1))
+        Rt = jnp.swapaxes(tk.R, -1, -2)
+        return jnp.concatenate([jnp.einsum("bij,bj->bi", Rt, world[:, :3]), jnp.einsum("bij,bj->bi", Rt, world[:, 3:])], -1)

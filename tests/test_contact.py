@@ -1,0 +1,183 @@
+"""Contacts with the ground (mbjax.contact): detection against MuJoCo's collision pipeline,
+and the compliant model against closed forms (static equilibrium, the restitution of a linear
+spring-damper, a block sliding or creeping on a slope)."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+import mbjax
+from mbjax import contact
+
+mujoco = pytest.importorskip("mujoco")
+
+G = 9.81
+
+
+# ---------------------------------------------------------------------------------- detection
+SCENE = """<mujoco><worldbody>
+  <geom name="floor" type="plane" size="0 0 1" pos="0.1 -0.2 0.05" euler="8 -5 0"/>
+  <body name="s"><freejoint/><geom type="sphere" size="0.1" pos="0.02 0.03 -0.01"/></body>
+  <body name="c"><freejoint/><geom type="capsule" size="0.07 0.25" pos="0.05 0 0.02" euler="30 20 10"/></body>
+  <body name="b"><freejoint/><geom type="box" size="0.1 0.15 0.2" pos="-0.03 0.02 0.01" euler="10 -40 25"/></body>
+</worldbody></mujoco>"""
+
+
+def _geom_frame(m, g):
+    R = np.zeros(9)
+    mujoco.mju_quat2Mat(R, m.geom_quat[g])
+    return R.reshape(3, 3), m.geom_pos[g].copy()
+
+
+def test_plane_contacts_equal_mujoco():
+    m = mujoco.MjModel.from_xml_string(SCENE)
+    d = mujoco.MjData(m)
+    shapes = []
+    for g in (1, 2, 3):  # sphere, capsule, box, each in its body's frame
+        R, t = _geom_frame(m, g)
+        size = m.geom_size[g]
+        kind = mujoco.mjtGeom(int(m.geom_type[g]))
+        shapes.append({mujoco.mjtGeom.mjGEOM_SPHERE: lambda: contact.sphere(size[0], t),
+                       mujoco.mjtGeom.mjGEOM_CAPSULE: lambda: contact.capsule(size[0], size[1], R, t),
+                       mujoco.mjtGeom.mjGEOM_BOX: lambda: contact.box(size, R, t)}[kind]())
+    rng = np.random.default_rng(0)
+    checked = 0
+    for _ in range(40):
+        for j in range(3):  # random poses straddling the plane
+            quat = rng.normal(size=4)
+            d.qpos[7 * j: 7 * j + 7] = np.concatenate([[0.1, -0.2, 0.05] + rng.uniform(-0.3, 0.3, 3) * [1, 1, 0.5],
+                                                       quat / np.linalg.norm(quat)])
+        mujoco.mj_forward(m, d)
+        n = d.geom_xmat[0].reshape(3, 3)[:, 2]
+        plane = contact.Plane(n, n @ d.geom_xpos[0])
+        for j, (centres, radius) in enumerate(shapes):
+            body = m.geom_bodyid[j + 1]
+            world = centres @ d.xmat[body].reshape(3, 3).T + d.xpos[body]
+            c = contact.plane_contacts(plane, jnp.asarray(world), jnp.asarray(radius))
+            ours = np.flatnonzero(np.asarray(c.depth) > 0)
+            theirs = [k for k in range(d.ncon) if (d.contact[k].geom1, d.contact[k].geom2) == (0, j + 1)]
+            if len(ours) > 4:  # MuJoCo keeps at most four corners of a box
+                continue
+            assert len(ours) == len(theirs)
+            for k in theirs:
+                con = d.contact[k]
+                i = ours[np.argmin(np.linalg.norm(np.asarray(c.point)[ours] - con.pos, axis=1))]
+                np.testing.assert_allclose(-c.depth[i], con.dist, rtol=0, atol=1e-12)
+                np.testing.assert_allclose(c.point[i], con.pos, rtol=0, atol=1e-12)
+                np.testing.assert_allclose(c.normal[i], con.frame[:3], rtol=0, atol=1e-12)
+                checked += 1
+    assert checked > 50
+
+
+def test_bad_shapes_and_parameters_raise():
+    with pytest.raises(ValueError, match="radius must be positive"):
+        contact.sphere(-0.1)
+    with pytest.raises(ValueError, match="every half size of a box must be positive"):
+        contact.box((0.1, 0.0, 0.1))
+    with pytest.raises(ValueError, match="coefficient must be non-negative"):
+        contact.Friction(-0.5, 1e-4)
+    with pytest.raises(ValueError, match="stiffness must be positive"):
+        contact.SpringDamper(0.0, 1.0)
+    with pytest.raises(ValueError, match="unit vector"):
+        contact.Plane(jnp.asarray([0.0, 0.0, 2.0]), 0.0)
+    with pytest.raises(ValueError, match="proper rotation"):
+        contact.capsule(0.1, 0.2, rotation=-np.eye(3))
+
+
+# ------------------------------------------------------------------------------- compliant model
+def _ball(mass=2.0, gravity=(0.0, 0.0, -G), offset=(0.1, 0.0, 0.0)):
+    """A free body whose sphere (and centre of mass) sits ``offset`` from the body origin."""
+    b = mbjax.ModelBuilder("ball", gravity=gravity)
+    b.add_body("ball", joint="free", mass=mass, com=offset, inertia=np.diag([0.02, 0.03, 0.025]))
+    return b.build()
+
+
+def _base_q(R, centre, offset):
+    quat = np.zeros(4)
+    mujoco.mju_mat2Quat(quat, R.reshape(-1))
+    return jnp.asarray(np.concatenate([centre - R @ np.asarray(offset), quat]))
+
+
+def test_ball_at_rest_carries_its_weight():
+    offset, r, mass = np.array([0.1, 0.0, 0.0]), 0.1, 2.0
+    model = _ball(mass, offset=tuple(offset))
+    law = contact.HuntCrossley(1e5, 0.4, exponent=1.5)
+    cm = contact.CompliantContact(contact.contact_points(model, [("ball", contact.sphere(r, offset))]),
+                                  contact.Plane.horizontal(0.0), law, contact.Friction(0.8, 1e-4))
+    depth = (mass * G / 1e5) ** (1 / 1.5)  # k d^p = m g
+    R = np.asarray(mbjax.spatial.axis_angle_rotation(jnp.asarray([0.3, -0.5, 0.8]) / np.sqrt(0.98), jnp.asarray(1.1)))
+    q = _base_q(R, np.array([0.4, -0.2, r - depth]), offset)
+    qd = jnp.zeros(model.nv)
+    _, f = cm.forces(model, q, qd)
+    np.testing.assert_allclose(jnp.sum(f, axis=0), [0.0, 0.0, mass * G], rtol=1e-14, atol=1e-13)
+    qdd = mbjax.forward_dynamics(model, q, qd, jnp.zeros(model.nv), method=contact.WithContacts(cm))
+    np.testing.assert_allclose(qdd, 0.0, atol=1e-12)
+
+
+def test_spring_damper_bounce_restitution():
+    """No gravity, a ball meets the ground at 1 m/s: it leaves at e m/s, e in closed form."""
+    model = _ball(1.0, gravity=(0.0, 0.0, 0.0), offset=(0.0, 0.0, 0.0))
+    law = contact.SpringDamper(1e4, 20.0)
+    cm = contact.CompliantContact(contact.contact_points(model, [("ball", contact.sphere(0.1))]),
+                                  contact.Plane.horizontal(0.0), law)
+    q0 = jnp.asarray([0.0, 0.0, 0.11, 1.0, 0.0, 0.0, 0.0])
+    qd0 = jnp.asarray([0.0, 0.0, -1.0, 0.0, 0.0, 0.0])
+    traj = mbjax.simulate(model, q0, qd0, 0.0, 0.08, method=contact.WithContacts(cm), rtol=1e-11, atol=1e-11,
+                          saveat=[0.08])
+    e = float(law.restitution(1.0))
+    assert 0.7 < e < 0.8
+    np.testing.assert_allclose(traj.qd[-1, 2], e, rtol=1e-7)
+    np.testing.assert_allclose(traj.qd[-1, jnp.asarray([0, 1, 3, 4, 5])], 0.0, atol=1e-12)
+
+
+def _block(angle, mu):
+    b = mbjax.ModelBuilder("block")
+    b.add_body("block", joint="free", mass=1.0, inertia=np.eye(3) * (1.0 / 6) * 0.04)
+    model = b.build()
+    R = np.asarray(mbjax.spatial.axis_angle_rotation(jnp.asarray([0.0, -1.0, 0.0]), jnp.asarray(angle)))
+    k, c = 1e6, 1e3  # four corners: damping ratio 0.25 in bounce
+    cm = contact.CompliantContact(contact.contact_points(model, [("block", contact.box((0.1, 0.1, 0.1)))]),
+                                  contact.Plane.slope(angle), contact.SpringDamper(k, c), contact.Friction(mu, 1e-4))
+    depth = G * np.cos(angle) / (4 * k)
+    q0 = _base_q(R, R @ np.array([0.0, 0.0, 0.1 - depth]), np.zeros(3))
+    return model, cm, q0, R[:, 0]
+
+
+def test_block_slides_down_a_slope_at_coulombs_rate():
+    angle, mu = 0.3, 0.2
+    model, cm, q0, down = _block(angle, mu)
+    ts = jnp.asarray([0.2, 0.3, 0.4])
+    traj = mbjax.simulate(model, q0, jnp.zeros(6), 0.0, 0.4, method=contact.WithContacts(cm), saveat=ts,
+                          rtol=1e-9, atol=1e-9)
+    s = np.asarray(traj.q[:, :3]) @ down  # position along the slope, rising along +x
+    a = -(s[2] - 2 * s[1] + s[0]) / 0.1**2
+    np.testing.assert_allclose(a, G * (np.sin(angle) - mu * np.cos(angle)), rtol=1e-3)
+
+
+def test_block_on_a_steeper_friction_creeps_at_the_regularised_rate():
+    angle, mu, vs = 0.3, 0.5, 1e-4
+    model, cm, q0, down = _block(angle, mu)
+    traj = mbjax.simulate(model, q0, jnp.zeros(6), 0.0, 0.05, method=contact.WithContacts(cm),
+                          saveat=jnp.asarray([0.04, 0.05]), rtol=1e-9, atol=1e-12)
+    speed = -(np.asarray(traj.q[1, :3]) - np.asarray(traj.q[0, :3])) @ down / 0.01
+    r = np.tan(angle) / mu
+    np.testing.assert_allclose(speed, vs * r / np.sqrt(1 - r**2), rtol=1e-3)
+
+
+def test_gradient_through_a_bounce_matches_finite_differences():
+    model = _ball(1.0, gravity=(0.0, 0.0, -G), offset=(0.0, 0.0, 0.0))
+    pts = contact.contact_points(model, [("ball", contact.sphere(0.1))])
+    q0 = jnp.asarray([0.0, 0.0, 0.15, 1.0, 0.0, 0.0, 0.0])
+    qd0 = jnp.asarray([0.3, 0.0, -1.0, 0.0, 0.0, 0.0])
+
+    def height(k):
+        cm = contact.CompliantContact(pts, contact.Plane.horizontal(0.0), contact.HuntCrossley(k, 0.3),
+                                      contact.Friction(0.5, 1e-3))
+        traj = mbjax.simulate(model, q0, qd0, 0.0, 0.15, method=contact.WithContacts(cm), saveat=[0.15],
+                              rtol=1e-11, atol=1e-11)
+        return traj.q[-1, 2]
+
+    k, h = 2e4, 1.0
+    fd = (height(k + h) - height(k - h)) / (2 * h)
+    np.testing.assert_allclose(jax.grad(height)(k), fd, rtol=1e-5)
