@@ -181,3 +181,38 @@ def test_gradient_through_a_bounce_matches_finite_differences():
     k, h = 2e4, 1.0
     fd = (height(k + h) - height(k - h)) / (2 * h)
     np.testing.assert_allclose(jax.grad(height)(k), fd, rtol=1e-5)
+
+
+# ---------------------------------------------------------------------------------- joint limits
+def test_joint_stop_restitution():
+    """No gravity: a wheel turning at 2 rad/s meets its upper stop and leaves at -2 e rad/s."""
+    b = mbjax.ModelBuilder("wheel", gravity=(0.0, 0.0, 0.0))
+    b.add_body("wheel", joint="revolute", axis=(0, 0, 1), mass=1.0, inertia=np.diag([0.3, 0.3, 0.5]),
+               lower=-1.0, upper=0.5)
+    model = b.build()
+    law = contact.SpringDamper(200.0, 2.0)
+    stops = contact.joint_limits(model, law)
+    assert (stops.q_lower, stops.q_upper) == ((0,), (0,))
+    traj = mbjax.simulate(model, jnp.asarray([0.4]), jnp.asarray([2.0]), 0.0, 0.4,
+                          method=contact.WithContacts(limits=stops), rtol=1e-11, atol=1e-11, saveat=[0.4])
+    e = float(law.restitution(0.5))
+    np.testing.assert_allclose(traj.qd[-1, 0], -2.0 * e, rtol=1e-7)
+    # and the same at the lower stop
+    traj = mbjax.simulate(model, jnp.asarray([-0.9]), jnp.asarray([-2.0]), 0.0, 0.4,
+                          method=contact.WithContacts(limits=stops), rtol=1e-11, atol=1e-11, saveat=[0.4])
+    np.testing.assert_allclose(traj.qd[-1, 0], 2.0 * e, rtol=1e-7)
+
+
+def test_panda_fingers_stay_within_their_stops():
+    model = mbjax.load_example_robot("panda")
+    k = 1e4
+    stops = contact.joint_limits(model, contact.SpringDamper(k, 20.0))
+    q0 = mbjax.neutral(model).at[jnp.asarray([7, 8])].set(0.02)
+    qd0 = jnp.zeros(model.nv).at[jnp.asarray([7, 8])].set(jnp.asarray([0.5, -0.5]))  # thrown at the stops
+    traj = mbjax.simulate(model, q0, qd0, 0.0, 1.0, method=contact.WithContacts(limits=stops))
+    fingers = np.asarray(traj.q[:, 7:])
+    # a finger (m = 0.015 kg) hitting its stop at 0.5 m/s enters it by at most v sqrt(m / k) = 0.6 mm
+    bound = 0.5 * np.sqrt(0.015 / k)
+    assert fingers.min() >= -bound and fingers.max() <= 0.04 + bound
+    free = mbjax.simulate(model, q0, qd0, 0.0, 1.0)  # without the stops they leave their range
+    assert np.asarray(free.q[:, 7:]).max() > 0.04 + 10 * bound or np.asarray(free.q[:, 7:]).min() < -10 * bound

@@ -1,5 +1,6 @@
 """Contacts with the ground: collision shapes on bodies, detection against a plane, and a
-compliant contact model that enters every formulation as external wrenches.
+compliant contact model that enters every formulation as external wrenches, and joint
+position limits enforced by the same laws.
 
     points = contact.contact_points(model, [("FL_FOOT", contact.point((0, 0, 0))), ...])
     ground = contact.Plane.horizontal(0.0)
@@ -11,9 +12,10 @@ compliant contact model that enters every formulation as external wrenches.
 from .compliant import CompliantContact, Friction, HuntCrossley, SpringDamper
 from .dynamics import WithContacts
 from .ground import Contacts, Plane, plane_contacts
+from .limits import JointLimits, joint_limits
 from .shapes import ContactPoints, box, capsule, contact_points, point, sphere
 
 __all__ = [
-    "CompliantContact", "ContactPoints", "Contacts", "Friction", "HuntCrossley", "Plane", "SpringDamper",
-    "WithContacts", "box", "capsule", "contact_points", "plane_contacts", "point", "sphere",
+    "CompliantContact", "ContactPoints", "Contacts", "Friction", "HuntCrossley", "JointLimits", "Plane", "SpringDamper",
+    "WithContacts", "box", "capsule", "contact_points", "joint_limits", "plane_contacts", "point", "sphere",
 ]

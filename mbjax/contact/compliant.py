@@ -28,7 +28,7 @@ import numpy as np
 
 from ..kinematics import body_velocities_from, tree_kinematics
 from ..model.model import Model
-from .ground import Contacts, Plane, plane_contacts
+from .ground import Plane, plane_contacts
 from .shapes import ContactPoints
 
 

@@ -1,4 +1,5 @@
-"""Contact forces as a formulation of the dynamics protocol: any formulation, with contacts."""
+"""Contact forces and joint stops as a formulation of the dynamics protocol: any
+formulation, with contacts and limits."""
 
 from __future__ import annotations
 
@@ -6,22 +7,33 @@ from ..dynamics.protocol import Dynamics
 from ..methods import as_dynamics
 from ..model.model import Model
 from .compliant import CompliantContact
+from .limits import JointLimits
 
 
 class WithContacts(Dynamics):
     """``dynamics`` (a name of :data:`mbjax.methods.METHODS` or an :class:`mbjax.Dynamics`,
-    default ``"aba"``) with the wrenches of ``contact`` added to its ``f_ext``: pass it as
-    ``method`` to :func:`mbjax.simulate`, :func:`mbjax.simulate_batch`,
+    default ``"aba"``) with the wrenches of ``contact`` added to its ``f_ext`` and the torques
+    of the joint stops ``limits`` (:func:`mbjax.contact.joint_limits`) to its ``tau``; either
+    may be None. Pass it as ``method`` to :func:`mbjax.simulate`, :func:`mbjax.simulate_batch`,
     :func:`mbjax.forward_dynamics` or a trajectory problem."""
 
-    contact: CompliantContact
+    contact: CompliantContact | None
+    limits: JointLimits | None
     dynamics: Dynamics
 
-    def __init__(self, contact: CompliantContact, dynamics="aba", *, checked: bool = True):
+    def __init__(self, contact: CompliantContact | None = None, dynamics="aba", *, limits: JointLimits | None = None,
+                 checked: bool = True):
+        if contact is None and limits is None:
+            raise ValueError("WithContacts needs a contact model, joint limits, or both")
         self.contact = contact
+        self.limits = limits
         self.dynamics = as_dynamics(dynamics).unchecked()
         self.checked = checked
 
     def forward(self, model: Model, q, qd, tau, f_ext):
-        f = self.contact.wrenches(model, q, qd)
-        return self.dynamics.forward(model, q, qd, tau, f if f_ext is None else f_ext + f)
+        if self.limits is not None:
+            tau = tau + self.limits.torques(model, q, qd)
+        if self.contact is not None:
+            f = self.contact.wrenches(model, q, qd)
+            f_ext = f if f_ext is None else f_ext + f
+        return self.dynamics.forward(model, q, qd, tau, f_ext)
