@@ -91,6 +91,7 @@ def _notebook(name: str) -> list[str]:
 SCRIPTS = {
     "quickstart": (_example("quickstart"), HAS_ERD, "needs example-robot-data"),
     "pendulum_energy": (_example("pendulum_energy"), True, ""),
+    "contact_bounce": (_example("contact_bounce"), True, ""),
     "compare_pinocchio": (_example("compare_pinocchio"), HAS_ERD and HAS_PIN, "needs pinocchio and example-robot-data"),
     "notebook": (_notebook("quickstart"), HAS_ERD, "needs example-robot-data"),
     "readme": (["-c", README_RUNNER, str(ROOT / "README.md")], True, ""),
@@ -214,6 +215,16 @@ def test_quickstart_example(launched):
     summary = _summary(launched, "quickstart")
     assert summary["batched_aba_shape"][0] == 1024
     assert summary["aba_rnea_round_trip"] < 1e-9
+
+
+def test_contact_bounce_example(launched):
+    """The box slides at Coulomb's rate (the regularised friction's error is O(v_s^2 / v^2),
+    1e-8 here) and the ball's bounces lose height by more than e^2 each (gravity acts during the
+    contact) but not by much more."""
+    summary = _summary(launched, "contact_bounce", "contact_bounce.png")
+    assert abs(summary["slope_acceleration"] / summary["coulomb_acceleration"] - 1) < 1e-6
+    ratios = np.divide(summary["apex_heights"][1:4], summary["apex_heights"][:3])
+    assert np.all(ratios < summary["restitution"] ** 2) and np.all(ratios > 0.8 * summary["restitution"] ** 2), ratios
 
 
 def test_pendulum_energy_example(launched):
