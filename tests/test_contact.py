@@ -216,3 +216,58 @@ def test_panda_fingers_stay_within_their_stops():
     assert fingers.min() >= -bound and fingers.max() <= 0.04 + bound
     free = mbjax.simulate(model, q0, qd0, 0.0, 1.0)  # without the stops they leave their range
     assert np.asarray(free.q[:, 7:]).max() > 0.04 + 10 * bound or np.asarray(free.q[:, 7:]).min() < -10 * bound
+
+
+# ------------------------------------------------------------------------------------ from MJCF
+WALKER = """<mujoco><worldbody>
+  <geom name="floor" type="plane" size="0 0 1" pos="0 0 -0.1" euler="6 4 0" friction="0.9"/>
+  <body name="torso" pos="0 0 0.3"><freejoint/>
+    <geom type="capsule" size="0.05 0.2" euler="0 90 0" friction="1.2"/>
+    <geom type="box" size="0.06 0.08 0.04" pos="0.1 0 0.05" euler="0 0 20"/>
+    <geom type="sphere" size="0.03" pos="-0.2 0 0" contype="0" conaffinity="0"/>
+    <body name="leg" pos="0.2 0 0" euler="0 0 30"><joint name="hip" type="hinge" axis="0 1 0"/>
+      <geom type="capsule" fromto="0 0 0 0 0 -0.25" size="0.03"/>
+      <body name="foot" pos="0 0 -0.25"><geom type="sphere" size="0.04" pos="0.01 0 -0.01"/></body>
+    </body>
+  </body>
+</worldbody></mujoco>"""
+
+
+def test_mjcf_contacts_equal_mujoco():
+    model = mbjax.load_mjcf(WALKER)
+    cm = contact.mjcf_contacts(model, WALKER, contact.SpringDamper(1e4, 10.0))
+    assert len(cm.points) == 2 + 8 + 2 + 1  # the filtered sphere left out; the foot welded to the leg
+    # MuJoCo's rule for a pair: the larger coefficient (the floor's 0.9, the capsule's 1.2, the default 1)
+    np.testing.assert_allclose(np.unique(np.asarray(cm.friction.coefficient)), [1.0, 1.2])
+    m = mujoco.MjModel.from_xml_string(WALKER)
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(1)
+    compared = 0
+    for _ in range(30):
+        quat = rng.normal(size=4)
+        d.qpos[:] = np.concatenate([rng.uniform(-0.2, 0.2, 3) * [1, 1, 0.5], quat / np.linalg.norm(quat),
+                                    rng.uniform(-1.5, 1.5, 1)])
+        mujoco.mj_forward(m, d)
+        c, _ = cm.forces(model, jnp.asarray(d.qpos), jnp.zeros(model.nv))
+        ours = np.flatnonzero(np.asarray(c.depth) > 0)
+        theirs = [d.contact[k] for k in range(d.ncon) if d.contact[k].geom1 == 0]
+        if np.sum(np.asarray(c.depth)[2:10] > 0) > 4:  # MuJoCo keeps at most four corners of a box
+            continue
+        assert len(ours) == len(theirs)
+        for con in theirs:
+            i = ours[np.argmin(np.linalg.norm(np.asarray(c.point)[ours] - con.pos, axis=1))]
+            np.testing.assert_allclose(-c.depth[i], con.dist, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(c.point[i], con.pos, rtol=0, atol=1e-12)
+            np.testing.assert_allclose(c.normal[i], con.frame[:3], rtol=0, atol=1e-12)
+            compared += 1
+    assert compared > 20
+
+
+def test_mjcf_contacts_refuse_what_they_cannot_model():
+    with pytest.warns(UserWarning, match="cylinders or ellipsoids"):
+        text = WALKER.replace('<geom type="sphere" size="0.04"', '<geom type="cylinder" size="0.04 0.02"')
+        contact.mjcf_contacts(mbjax.load_mjcf(text), text, contact.SpringDamper(1e4, 10.0))
+    no_floor = WALKER.replace('<geom name="floor" type="plane" size="0 0 1" pos="0 0 -0.1" euler="6 4 0" friction="0.9"/>',
+                              "")
+    with pytest.raises(ValueError, match="no plane geom"):
+        contact.mjcf_contacts(mbjax.load_mjcf(no_floor), no_floor, contact.SpringDamper(1e4, 10.0))

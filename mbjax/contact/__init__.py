@@ -13,9 +13,11 @@ from .compliant import CompliantContact, Friction, HuntCrossley, SpringDamper
 from .dynamics import WithContacts
 from .ground import Contacts, Plane, plane_contacts
 from .limits import JointLimits, joint_limits
+from .mjcf import mjcf_contacts
 from .shapes import ContactPoints, box, capsule, contact_points, point, sphere
 
 __all__ = [
     "CompliantContact", "ContactPoints", "Contacts", "Friction", "HuntCrossley", "JointLimits", "Plane", "SpringDamper",
-    "WithContacts", "box", "capsule", "contact_points", "joint_limits", "plane_contacts", "point", "sphere",
+    "WithContacts", "box", "capsule", "contact_points", "joint_limits", "mjcf_contacts", "plane_contacts", "point",
+    "sphere",
 ]

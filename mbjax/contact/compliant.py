@@ -32,24 +32,31 @@ from .ground import Plane, plane_contacts
 from .shapes import ContactPoints
 
 
-def _check(name, value, positive):
-    """Plain errors for concrete values at construction (traced ones are not checked)."""
-    if isinstance(value, jax.core.Tracer):
-        return
-    v = np.asarray(value)
-    if not np.all(np.isfinite(v)) or np.any(v <= 0 if positive else v < 0):
-        raise ValueError(f"{name} must be {'positive' if positive else 'non-negative'} and finite; got {v}")
+class _Law(eqx.Module):
+    """A law's parameters, checked at construction when concrete (plain errors; traced values,
+    e.g. under ``jax.grad``, are not): ``_positive`` and ``_nonnegative`` name the fields."""
+
+    _positive = ()
+    _nonnegative = ()
+
+    def __check_init__(self):
+        for names, positive in ((self._positive, True), (self._nonnegative, False)):
+            for name in names:
+                value = getattr(self, name)
+                if isinstance(value, jax.core.Tracer):
+                    continue
+                v = np.asarray(value)
+                if not np.all(np.isfinite(v)) or np.any(v <= 0 if positive else v < 0):
+                    raise ValueError(f"{type(self).__name__}: {name} must be "
+                                     f"{'positive' if positive else 'non-negative'} and finite; got {v}")
 
 
-class SpringDamper(eqx.Module):
+class SpringDamper(_Law):
     """Linear normal force f_n = max(0, k d + c d') (``stiffness`` k in N/m, ``damping`` c in N s/m)."""
 
     stiffness: jnp.ndarray = eqx.field(converter=jnp.asarray)
     damping: jnp.ndarray = eqx.field(converter=jnp.asarray)
-
-    def __check_init__(self):
-        _check("SpringDamper: stiffness", self.stiffness, True)
-        _check("SpringDamper: damping", self.damping, False)
+    _positive, _nonnegative = ("stiffness",), ("damping",)
 
     def __call__(self, depth, rate):
         return jnp.maximum(self.stiffness * depth + self.damping * rate, 0.0)
@@ -65,17 +72,16 @@ class SpringDamper(eqx.Module):
         return -jnp.exp(-s * t) * (jnp.cos(wd * t) - s / wd * jnp.sin(wd * t))
 
 
-class HuntCrossley(eqx.Module):
+class HuntCrossley(_Law):
     """Hunt–Crossley normal force f_n = max(0, k d^p (1 + 3/2 alpha d')): ``stiffness`` k,
     ``exponent`` p (3/2 for Hertzian sphere contact), ``dissipation`` alpha (s/m)."""
 
     stiffness: jnp.ndarray = eqx.field(converter=jnp.asarray)
     dissipation: jnp.ndarray = eqx.field(converter=jnp.asarray)
     exponent: float = eqx.field(default=1.5, static=True)
+    _positive, _nonnegative = ("stiffness",), ("dissipation",)
 
     def __check_init__(self):
-        _check("HuntCrossley: stiffness", self.stiffness, True)
-        _check("HuntCrossley: dissipation", self.dissipation, False)
         if not self.exponent >= 1:
             raise ValueError(f"HuntCrossley: exponent must be >= 1; got {self.exponent}")
 
@@ -84,15 +90,12 @@ class HuntCrossley(eqx.Module):
         return jnp.maximum(self.stiffness * d**self.exponent * (1.0 + 1.5 * self.dissipation * rate), 0.0)
 
 
-class Friction(eqx.Module):
+class Friction(_Law):
     """Regularised Coulomb friction: ``coefficient`` mu >= 0, slip ``speed`` v_s > 0 (m/s)."""
 
     coefficient: jnp.ndarray = eqx.field(converter=jnp.asarray)
     speed: jnp.ndarray = eqx.field(converter=jnp.asarray)
-
-    def __check_init__(self):
-        _check("Friction: coefficient", self.coefficient, False)
-        _check("Friction: speed", self.speed, True)
+    _positive, _nonnegative = ("speed",), ("coefficient",)
 
     def __call__(self, normal_force, slip):
         norm = jnp.sqrt(jnp.sum(slip**2, axis=-1) + self.speed**2)
