@@ -2,15 +2,16 @@
 
 Layers, lowest first (a module may import its own layer and those below):
 
-0. ``spatial``, ``linalg``, ``checks``, ``plotting``, ``progress``: algebra, input checks, figures,
-   progress bars
+0. ``spatial``, ``linalg``, ``checks``, ``compilation``, ``plotting``, ``progress``: algebra, input
+   checks, how entry points are compiled, figures, progress bars
 1. ``model``: topology, joint types, the Model pytree, builders and file loaders, tree traversals
 2. ``configuration``, ``kinematics``, ``robots``
 3. ``dynamics``: the recursive algorithms (rnea, aba, crba, derivatives) and energy terms
 4. ``formulations``, ``kane``: the maximal-coordinate formulations, Kane's method
 5. ``methods`` (the forward-dynamics formulations by name, above all of them), ``simulation``:
    diffrax integration, controllers, events, batches
-6. ``constraints``: loop closures, closed-chain dynamics, Huang's stepper
+6. ``constraints``: loop closures, closed-chain dynamics, Huang's stepper; ``contact``: contacts
+   with the ground and joint limits
 7. ``identify``, ``trajopt``
 8. ``animate``, ``interop``, ``cli``, ``__main__`` and the package's ``__init__`` (the public API)
 
@@ -25,13 +26,13 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mbjax"
 
 LAYERS = (
-    ("mbjax.spatial", "mbjax.linalg", "mbjax.checks", "mbjax.plotting", "mbjax.progress"),
+    ("mbjax.spatial", "mbjax.linalg", "mbjax.checks", "mbjax.compilation", "mbjax.plotting", "mbjax.progress"),
     ("mbjax.model",),
     ("mbjax.configuration", "mbjax.kinematics", "mbjax.robots"),
     ("mbjax.dynamics",),
     ("mbjax.formulations", "mbjax.kane"),
     ("mbjax.methods", "mbjax.simulation"),
-    ("mbjax.constraints",),
+    ("mbjax.constraints", "mbjax.contact"),
     ("mbjax.identify", "mbjax.trajopt"),
     ("mbjax.animation", "mbjax.interop", "mbjax.cli", "mbjax.__main__", "mbjax"),
 )

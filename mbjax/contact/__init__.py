@@ -14,10 +14,10 @@ from .dynamics import WithContacts
 from .ground import Contacts, Plane, plane_contacts
 from .limits import JointLimits, joint_limits
 from .mjcf import mjcf_contacts
-from .shapes import ContactPoints, box, capsule, contact_points, point, sphere
+from .shapes import ContactPoints, box, capsule, contact_points, frame_points, point, sphere
 
 __all__ = [
     "CompliantContact", "ContactPoints", "Contacts", "Friction", "HuntCrossley", "JointLimits", "Plane", "SpringDamper",
-    "WithContacts", "box", "capsule", "contact_points", "joint_limits", "mjcf_contacts", "plane_contacts", "point",
+    "WithContacts", "box", "capsule", "contact_points", "frame_points", "joint_limits", "mjcf_contacts", "plane_contacts", "point",
     "sphere",
 ]

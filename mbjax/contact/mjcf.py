@@ -7,11 +7,17 @@ import warnings
 
 import numpy as np
 
-from ..model.mjcf import _quat_to_rotation, compile_mjcf, import_mujoco
+from ..model.mjcf import compile_mjcf, import_mujoco
 from ..model.model import Model
 from .compliant import CompliantContact, Friction
 from .ground import Plane
 from .shapes import box, capsule, contact_points, point, sphere
+
+
+def _rotation(mujoco, quat):
+    R = np.zeros(9)
+    mujoco.mju_quat2Mat(R, quat)
+    return R.reshape(3, 3)
 
 
 def _collide(m, a, b):
@@ -38,7 +44,7 @@ def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool =
     if not planes:
         raise ValueError("mjcf_contacts: the model has no plane geom in its world body to serve as the ground")
     ground = planes[0]
-    R0 = _quat_to_rotation(m.geom_quat[ground])
+    R0 = _rotation(mujoco, m.geom_quat[ground])
     plane = Plane(R0[:, 2], R0[:, 2] @ m.geom_pos[ground])
     shapes, mu, skipped = [], [], []
     for g in range(m.ngeom):
@@ -52,7 +58,7 @@ def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool =
             continue
         # the geom's pose in the mbjax body: its MuJoCo body's frame, then the geom in it
         Rf, pf = np.asarray(model.frame_rotation[f]), np.asarray(model.frame_translation[f])
-        R = Rf @ _quat_to_rotation(m.geom_quat[g])
+        R = Rf @ _rotation(mujoco, m.geom_quat[g])
         t = Rf @ m.geom_pos[g] + pf
         size, kind = m.geom_size[g], m.geom_type[g]
         if kind == geom.mjGEOM_SPHERE:

@@ -89,6 +89,18 @@ def point(position):
     return p[None], np.zeros(1)
 
 
+def frame_points(model: Model, frames) -> ContactPoints:
+    """Points at the origins of the named ``frames`` (e.g. a robot's feet, ``["FL_FOOT", ...]``)."""
+    shapes = []
+    for name in frames:
+        f = model.frame_index(name)
+        body = model.topology.frame_bodies[f]
+        if body < 0:
+            raise ValueError(f"frame {name!r} is fixed to the world; contact points belong on moving bodies")
+        shapes.append((body, point(np.asarray(model.frame_translation[f]))))
+    return contact_points(model, shapes)
+
+
 def contact_points(model: Model, shapes) -> ContactPoints:
     """The candidate spheres of ``shapes``: a list of ``(body, shape)`` pairs, ``body`` a name or
     index of ``model`` and ``shape`` one of :func:`sphere`, :func:`capsule`, :func:`box`,
