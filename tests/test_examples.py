@@ -92,6 +92,7 @@ SCRIPTS = {
     "quickstart": (_example("quickstart"), HAS_ERD, "needs example-robot-data"),
     "pendulum_energy": (_example("pendulum_energy"), True, ""),
     "contact_bounce": (_example("contact_bounce"), True, ""),
+    "quadruped_stand": (_example("quadruped_stand"), True, ""),
     "compare_pinocchio": (_example("compare_pinocchio"), HAS_ERD and HAS_PIN, "needs pinocchio and example-robot-data"),
     "notebook": (_notebook("quickstart"), HAS_ERD, "needs example-robot-data"),
     "readme": (["-c", README_RUNNER, str(ROOT / "README.md")], True, ""),
@@ -225,6 +226,16 @@ def test_contact_bounce_example(launched):
     assert abs(summary["slope_acceleration"] / summary["coulomb_acceleration"] - 1) < 1e-6
     ratios = np.divide(summary["apex_heights"][1:4], summary["apex_heights"][:3])
     assert np.all(ratios < summary["restitution"] ** 2) and np.all(ratios > 0.8 * summary["restitution"] ** 2), ratios
+
+
+def test_quadruped_stand_example(launched):
+    """The quadruped on its feet: base height steady and feet still to 1 mm once settled, the
+    ground carrying its weight (1e-6: what is left of the settling motion), and after a drop
+    from 0.5 m it is back on its feet near its standing height."""
+    s = _summary(launched, "quadruped_stand", "quadruped_stand.png")
+    assert s["height_range"] <= 1e-3 and s["feet_slip"] <= 1e-3 and abs(s["load_error"]) <= 1e-6, s
+    assert abs(s["final_height"] - s["standing_height"]) <= 1e-3, s
+    assert abs(s["drop_final_height"] - s["standing_height"]) <= 5e-3 and s["drop_lowest_height"] > 0.3, s
 
 
 def test_pendulum_energy_example(launched):
