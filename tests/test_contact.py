@@ -30,6 +30,19 @@ def _geom_frame(m, g):
     return R.reshape(3, 3), m.geom_pos[g].copy()
 
 
+def _assert_equal_to_mujoco(c, theirs):
+    """Each of MuJoCo's contacts ``theirs`` equals the touching candidate of ``c`` nearest to it,
+    and there are as many of each; returns how many were compared."""
+    ours = np.flatnonzero(np.asarray(c.depth) > 0)
+    assert len(ours) == len(theirs)
+    for con in theirs:
+        i = ours[np.argmin(np.linalg.norm(np.asarray(c.point)[ours] - con.pos, axis=1))]
+        np.testing.assert_allclose(-c.depth[i], con.dist, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(c.point[i], con.pos, rtol=0, atol=1e-12)
+        np.testing.assert_allclose(c.normal[i], con.frame[:3], rtol=0, atol=1e-12)
+    return len(theirs)
+
+
 def test_plane_contacts_equal_mujoco():
     m = mujoco.MjModel.from_xml_string(SCENE)
     d = mujoco.MjData(m)
@@ -55,18 +68,10 @@ def test_plane_contacts_equal_mujoco():
             body = m.geom_bodyid[j + 1]
             world = centres @ d.xmat[body].reshape(3, 3).T + d.xpos[body]
             c = contact.plane_contacts(plane, jnp.asarray(world), jnp.asarray(radius))
-            ours = np.flatnonzero(np.asarray(c.depth) > 0)
-            theirs = [k for k in range(d.ncon) if (d.contact[k].geom1, d.contact[k].geom2) == (0, j + 1)]
-            if len(ours) > 4:  # MuJoCo keeps at most four corners of a box
+            if np.sum(np.asarray(c.depth) > 0) > 4:  # MuJoCo keeps at most four corners of a box
                 continue
-            assert len(ours) == len(theirs)
-            for k in theirs:
-                con = d.contact[k]
-                i = ours[np.argmin(np.linalg.norm(np.asarray(c.point)[ours] - con.pos, axis=1))]
-                np.testing.assert_allclose(-c.depth[i], con.dist, rtol=0, atol=1e-12)
-                np.testing.assert_allclose(c.point[i], con.pos, rtol=0, atol=1e-12)
-                np.testing.assert_allclose(c.normal[i], con.frame[:3], rtol=0, atol=1e-12)
-                checked += 1
+            floor = [con for con in d.contact[:d.ncon] if (con.geom1, con.geom2) == (0, j + 1)]
+            checked += _assert_equal_to_mujoco(c, floor)
     assert checked > 50
 
 
@@ -249,17 +254,9 @@ def test_mjcf_contacts_equal_mujoco():
                                     rng.uniform(-1.5, 1.5, 1)])
         mujoco.mj_forward(m, d)
         c, _ = cm.forces(model, jnp.asarray(d.qpos), jnp.zeros(model.nv))
-        ours = np.flatnonzero(np.asarray(c.depth) > 0)
-        theirs = [d.contact[k] for k in range(d.ncon) if d.contact[k].geom1 == 0]
         if np.sum(np.asarray(c.depth)[2:10] > 0) > 4:  # MuJoCo keeps at most four corners of a box
             continue
-        assert len(ours) == len(theirs)
-        for con in theirs:
-            i = ours[np.argmin(np.linalg.norm(np.asarray(c.point)[ours] - con.pos, axis=1))]
-            np.testing.assert_allclose(-c.depth[i], con.dist, rtol=0, atol=1e-12)
-            np.testing.assert_allclose(c.point[i], con.pos, rtol=0, atol=1e-12)
-            np.testing.assert_allclose(c.normal[i], con.frame[:3], rtol=0, atol=1e-12)
-            compared += 1
+        compared += _assert_equal_to_mujoco(c, [con for con in d.contact[:d.ncon] if con.geom1 == 0])
     assert compared > 20
 
 
