@@ -18,6 +18,6 @@ from .shapes import ContactPoints, box, capsule, contact_points, frame_points, p
 
 __all__ = [
     "CompliantContact", "ContactPoints", "Contacts", "Friction", "HuntCrossley", "JointLimits", "Plane", "SpringDamper",
-    "WithContacts", "box", "capsule", "contact_points", "frame_points", "joint_limits", "mjcf_contacts", "plane_contacts", "point",
-    "sphere",
+    "WithContacts", "box", "capsule", "contact_points", "frame_points", "joint_limits", "mjcf_contacts",
+    "plane_contacts", "point", "sphere",
 ]

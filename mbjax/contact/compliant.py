@@ -143,5 +143,5 @@ class CompliantContact(eqx.Module):
         body = np.asarray(self.points.body)
         moment = jnp.cross(c.point - tk.p[body], f)
         world = jnp.zeros((model.nbodies, 6), f.dtype).at[body].add(jnp.concatenate([f, moment], -1))
-        Rt = jnp.swapaxes(tk.R, -1, -2)
-        return jnp.concatenate([jnp.einsum("bij,bj->bi", Rt, world[:, :3]), jnp.einsum("bij,bj->bi", Rt, world[:, 3:])], -1)
+        # both halves into body axes: R^T f, R^T m
+        return jnp.einsum("bji,bkj->bki", tk.R, world.reshape(-1, 2, 3)).reshape(-1, 6)
