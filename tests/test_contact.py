@@ -268,3 +268,24 @@ def test_mjcf_contacts_refuse_what_they_cannot_model():
                               "")
     with pytest.raises(ValueError, match="no plane geom"):
         contact.mjcf_contacts(mbjax.load_mjcf(no_floor), no_floor, contact.SpringDamper(1e4, 10.0))
+
+
+def test_energy_never_increases_in_a_passive_run():
+    """A box thrown spinning onto the floor: kinetic + potential + the contact springs' energy
+    falls or stays, at every saved time (the spring-damper's damping, its letting go while
+    compressed, and friction only take energy out); to the integration's accuracy."""
+    b = mbjax.ModelBuilder("box")
+    b.add_body("box", joint="free", mass=1.0, inertia=np.diag([0.01, 0.02, 0.025]))
+    model = b.build()
+    cm = contact.CompliantContact(contact.contact_points(model, [("box", contact.box((0.1, 0.15, 0.2)))]),
+                                  contact.Plane.horizontal(0.0), contact.SpringDamper(1e5, 30.0),
+                                  contact.Friction(0.6, 1e-3))
+    q0 = jnp.asarray([0.0, 0.0, 0.4, 0.9, 0.3, -0.2, 0.2])
+    q0 = q0.at[3:].set(q0[3:] / jnp.linalg.norm(q0[3:]))
+    qd0 = jnp.asarray([1.0, 0.5, -1.0, 3.0, -2.0, 1.0])
+    traj = mbjax.simulate(model, q0, qd0, 0.0, 1.5, method=contact.WithContacts(cm), rtol=1e-10, atol=1e-10,
+                          saveat=jnp.linspace(0.0, 1.5, 301))
+    energy = np.asarray(jax.vmap(lambda q, qd: mbjax.kinetic_energy(model, q, qd) + mbjax.potential_energy(model, q)
+                                 + cm.potential_energy(model, q))(traj.q, traj.qd))
+    assert np.all(np.diff(energy) <= 1e-8 * np.abs(energy[0])), np.diff(energy).max()
+    assert energy[-1] < 0.5 * energy[0]  # it did touch the floor and lose energy

@@ -61,6 +61,10 @@ class SpringDamper(_Law):
     def __call__(self, depth, rate):
         return jnp.maximum(self.stiffness * depth + self.damping * rate, 0.0)
 
+    def energy(self, depth):
+        """The spring's stored energy k d^2 / 2 (zero apart)."""
+        return 0.5 * self.stiffness * jnp.maximum(depth, 0.0) ** 2
+
     def restitution(self, mass):
         """Coefficient of restitution of a point ``mass`` bouncing on the ground with this law
         (no gravity, underdamped): contact ends when k d + c d' = 0, at w_d t = pi - atan(c w_d /
@@ -88,6 +92,10 @@ class HuntCrossley(_Law):
     def __call__(self, depth, rate):
         d = jnp.maximum(depth, 0.0)
         return jnp.maximum(self.stiffness * d**self.exponent * (1.0 + 1.5 * self.dissipation * rate), 0.0)
+
+    def energy(self, depth):
+        """The elastic part's stored energy k d^(p+1) / (p+1) (zero apart)."""
+        return self.stiffness * jnp.maximum(depth, 0.0) ** (self.exponent + 1) / (self.exponent + 1)
 
 
 class Friction(_Law):
@@ -121,8 +129,7 @@ class CompliantContact(eqx.Module):
         exerts on each candidate, world frame (zero where not touching)."""
         tk = tree_kinematics(model, q)
         body = np.asarray(self.points.body)
-        R, p = tk.R[body], tk.p[body]
-        centres = jnp.einsum("kij,kj->ki", R, self.points.position) + p
+        centres = self._centres(tk)
         c = plane_contacts(self.ground, centres, self.points.radius)
         v = body_velocities_from(model, tk, qd)[body]  # world frame: (velocity of the point at the origin, w)
         v_centre = v[:, :3] + jnp.cross(v[:, 3:], centres)
@@ -134,6 +141,19 @@ class CompliantContact(eqx.Module):
             slip = v_point - jnp.sum(v_point * c.normal, axis=-1, keepdims=True) * c.normal
             f = f + self.friction(fn, slip)
         return c, f
+
+    def potential_energy(self, model: Model, q):
+        """Energy stored in the contacts' springs: with the bodies' kinetic and potential
+        energy it never increases in a passive run (the dampers and friction only dissipate,
+        and a clipped spring-damper lets go while its spring still holds energy, which the body
+        does not get back)."""
+        depth = plane_contacts(self.ground, self._centres(tree_kinematics(model, q)), self.points.radius).depth
+        return jnp.sum(self.normal.energy(depth))
+
+    def _centres(self, tk):
+        """World centres (k, 3) of the candidate spheres, from the bodies' poses."""
+        body = np.asarray(self.points.body)
+        return jnp.einsum("kij,kj->ki", tk.R[body], self.points.position) + tk.p[body]
 
     def wrenches(self, model: Model, q, qd):
         """Body wrenches (nbodies, 6): force and moment about the body origin, in body axes
