@@ -45,13 +45,19 @@ def _unit_blocks(model):
     return np.asarray(idx, dtype=np.int32), np.asarray(seg, dtype=np.int32)
 
 
+def check_shapes(model, *configurations, **vectors):
+    """``(*configurations, *vectors.values())`` in the model's dtype, their shapes checked
+    (plain errors at trace time) but not their values: q's (nq,), then vectors (nv,)."""
+    return ([_as_array(model, q, "q", model.nq) for q in configurations],
+            [_as_array(model, x, name, model.nv) for name, x in vectors.items()])
+
+
 def check_state(model, *configurations, **vectors):
     """Check and return ``(*configurations, *vectors.values())`` in the model's dtype.
 
     ``configurations`` are q's (nq,); each keyword is a vector (nv,) named in the messages.
     """
-    qs = [_as_array(model, q, "q", model.nq) for q in configurations]
-    vs = [_as_array(model, x, name, model.nv) for name, x in vectors.items()]
+    qs, vs = check_shapes(model, *configurations, **vectors)
     preds, msgs = [], []
     idx, seg = _unit_blocks(model)
     for q in qs:

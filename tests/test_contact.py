@@ -289,3 +289,18 @@ def test_energy_never_increases_in_a_passive_run():
                                  + cm.potential_energy(model, q))(traj.q, traj.qd))
     assert np.all(np.diff(energy) <= 1e-8 * np.abs(energy[0])), np.diff(energy).max()
     assert energy[-1] < 0.5 * energy[0]  # it did touch the floor and lose energy
+
+
+def test_long_trial_steps_into_the_ground_are_rejected_not_raised():
+    """With one saved time the solver's first trial steps go deep into the floor, where the
+    forces overflow: the step must be rejected (it raised 'NaN or infinite' before)."""
+    model = _ball(1.0, offset=(0.0, 0.0, 0.0))
+    cm = contact.CompliantContact(contact.contact_points(model, [("ball", contact.sphere(0.1))]),
+                                  contact.Plane.horizontal(0.0), contact.SpringDamper(1e4, 20.0),
+                                  contact.Friction(0.3, 1e-2))
+    q0 = jnp.asarray([0.0, 0.0, 0.5, 1.0, 0.0, 0.0, 0.0])
+    traj = mbjax.simulate(model, q0, jnp.asarray([1.0, 0.0, 0.0, 0.0, 0.0, 0.0]), 0.0, 1.2,
+                          method=contact.WithContacts(cm), saveat=[1.2])
+    assert np.all(np.isfinite(np.asarray(traj.q))) and 0.1 < float(traj.q[-1, 2]) < 0.5
+    with pytest.raises(ValueError, match="qd has shape"):  # shapes are still checked
+        mbjax.forward_dynamics(model, q0, jnp.zeros(5), jnp.zeros(6), method=contact.WithContacts(cm))

@@ -3,6 +3,9 @@ formulation, with contacts and limits."""
 
 from __future__ import annotations
 
+import jax.numpy as jnp
+
+from ..checks import check_shapes
 from ..dynamics.protocol import Dynamics
 from ..methods import as_dynamics
 from ..model.model import Model
@@ -29,6 +32,17 @@ class WithContacts(Dynamics):
         self.limits = limits
         self.dynamics = as_dynamics(dynamics).unchecked()
         self.checked = checked
+
+    def __call__(self, model: Model, q, qd, tau, f_ext=None):
+        """The inputs' shapes are checked (with ``checked``), not their values: an adaptive
+        solver's trial stages visit states deep in the ground, whose forces overflow to NaN and
+        infinity; the solver must see them to reject the step (raising would end the run).
+        :func:`mbjax.simulate` checks the initial state, and stops a run that diverges."""
+        if self.checked:
+            (q,), (qd, tau) = check_shapes(model, q, qd=qd, tau=tau)
+            if f_ext is not None and jnp.shape(f_ext) != (model.nbodies, 6):
+                raise ValueError(f"f_ext has shape {jnp.shape(f_ext)}; expected ({model.nbodies}, 6)")
+        return self.forward(model, q, qd, tau, f_ext)
 
     def forward(self, model: Model, q, qd, tau, f_ext):
         if self.limits is not None:
