@@ -34,8 +34,10 @@ CPU_OPTIONS = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
 
 
 def _from_python() -> bool:
-    """Whether no JAX transformation is tracing the current call."""
-    return core.trace_ctx.is_top_level()
+    """Whether no JAX transformation is tracing the current call. JAX's trace context is a
+    private API: a JAX without it gets the plain programs everywhere (correct, only slower)."""
+    ctx = getattr(core, "trace_ctx", None)
+    return bool(ctx is not None and ctx.is_top_level())
 
 
 def _dispatch(fun, fast, plain):
