@@ -88,17 +88,23 @@ def check_nonnegative(x, message):
     return eqx.error_if(x, ~jnp.all(jnp.asarray(x) >= 0), message)
 
 
-def check_external_forces(model, f_ext):
-    """``f_ext`` (nbodies, 6) in the model's dtype, ``None`` kept; NaN or infinite wrenches raise
-    inside jit."""
-    if f_ext is None:
-        return None
+def check_external_force_shape(model, f_ext):
+    """``f_ext`` (nbodies, 6) in the model's dtype, its shape checked (not its values)."""
     f_ext = jnp.asarray(f_ext, model.dtype)
     if f_ext.shape != (model.nbodies, 6):
         raise ValueError(
             f"f_ext has shape {f_ext.shape}; expected ({model.nbodies}, 6): one body-frame wrench "
             "(force, moment) per body, in model.body_names order"
         )
+    return f_ext
+
+
+def check_external_forces(model, f_ext):
+    """``f_ext`` (nbodies, 6) in the model's dtype, ``None`` kept; NaN or infinite wrenches raise
+    inside jit."""
+    if f_ext is None:
+        return None
+    f_ext = check_external_force_shape(model, f_ext)
     return eqx.error_if(f_ext, ~jnp.all(jnp.isfinite(f_ext)), "f_ext contains NaN or infinite values")
 
 

@@ -10,7 +10,6 @@ import pytest
 import mbjax
 from mbjax import contact
 
-mujoco = pytest.importorskip("mujoco")
 
 G = 9.81
 
@@ -24,7 +23,11 @@ SCENE = """<mujoco><worldbody>
 </worldbody></mujoco>"""
 
 
-def _geom_frame(m, g):
+def _mujoco():
+    return pytest.importorskip("mujoco", reason="MuJoCo (in the test extra) is the reference for the contacts")
+
+
+def _geom_frame(mujoco, m, g):
     R = np.zeros(9)
     mujoco.mju_quat2Mat(R, m.geom_quat[g])
     return R.reshape(3, 3), m.geom_pos[g].copy()
@@ -44,11 +47,12 @@ def _assert_equal_to_mujoco(c, theirs):
 
 
 def test_plane_contacts_equal_mujoco():
+    mujoco = _mujoco()
     m = mujoco.MjModel.from_xml_string(SCENE)
     d = mujoco.MjData(m)
     shapes = []
     for g in (1, 2, 3):  # sphere, capsule, box, each in its body's frame
-        R, t = _geom_frame(m, g)
+        R, t = _geom_frame(mujoco, m, g)
         size = m.geom_size[g]
         kind = mujoco.mjtGeom(int(m.geom_type[g]))
         shapes.append({mujoco.mjtGeom.mjGEOM_SPHERE: lambda: contact.sphere(size[0], t),
@@ -99,9 +103,8 @@ def _ball(mass=2.0, gravity=(0.0, 0.0, -G), offset=(0.1, 0.0, 0.0)):
 
 
 def _base_q(R, centre, offset):
-    quat = np.zeros(4)
-    mujoco.mju_mat2Quat(quat, R.reshape(-1))
-    return jnp.asarray(np.concatenate([centre - R @ np.asarray(offset), quat]))
+    quat = mbjax.spatial.rotation_to_quat(jnp.asarray(R))  # (w, x, y, z)
+    return jnp.concatenate([jnp.asarray(centre - R @ np.asarray(offset)), quat])
 
 
 def test_ball_at_rest_carries_its_weight():
@@ -157,7 +160,8 @@ def test_block_slides_down_a_slope_at_coulombs_rate():
                           rtol=1e-9, atol=1e-9)
     s = np.asarray(traj.q[:, :3]) @ down  # position along the slope, rising along +x
     a = -(s[2] - 2 * s[1] + s[0]) / 0.1**2
-    np.testing.assert_allclose(a, G * (np.sin(angle) - mu * np.cos(angle)), rtol=1e-3)
+    # measured 1.0e-7: the solver's 1e-9 tolerance over a second difference of step 0.1 s
+    np.testing.assert_allclose(a, G * (np.sin(angle) - mu * np.cos(angle)), rtol=1e-6)
 
 
 def test_block_on_a_steeper_friction_creeps_at_the_regularised_rate():
@@ -167,7 +171,7 @@ def test_block_on_a_steeper_friction_creeps_at_the_regularised_rate():
                           saveat=jnp.asarray([0.04, 0.05]), rtol=1e-9, atol=1e-12)
     speed = -(np.asarray(traj.q[1, :3]) - np.asarray(traj.q[0, :3])) @ down / 0.01
     r = np.tan(angle) / mu
-    np.testing.assert_allclose(speed, vs * r / np.sqrt(1 - r**2), rtol=1e-3)
+    np.testing.assert_allclose(speed, vs * r / np.sqrt(1 - r**2), rtol=1e-8)  # measured 8e-11
 
 
 def test_gradient_through_a_bounce_matches_finite_differences():
@@ -185,6 +189,8 @@ def test_gradient_through_a_bounce_matches_finite_differences():
 
     k, h = 2e4, 1.0
     fd = (height(k + h) - height(k - h)) / (2 * h)
+    # measured 7.4e-6 at h = 1 and 6.6e-6 at h = 10: the derivative of the adaptive solve, whose
+    # steps straddle the touch-down kink, not the differences' error (the issue's bound, 1e-5)
     np.testing.assert_allclose(jax.grad(height)(k), fd, rtol=1e-5)
 
 
@@ -239,6 +245,7 @@ WALKER = """<mujoco><worldbody>
 
 
 def test_mjcf_contacts_equal_mujoco():
+    mujoco = _mujoco()
     model = mbjax.load_mjcf(WALKER)
     cm = contact.mjcf_contacts(model, WALKER, contact.SpringDamper(1e4, 10.0))
     assert len(cm.points) == 2 + 8 + 2 + 1  # the filtered sphere left out; the foot welded to the leg
@@ -261,6 +268,7 @@ def test_mjcf_contacts_equal_mujoco():
 
 
 def test_mjcf_contacts_refuse_what_they_cannot_model():
+    _mujoco()
     with pytest.warns(UserWarning, match="cylinders or ellipsoids"):
         text = WALKER.replace('<geom type="sphere" size="0.04"', '<geom type="cylinder" size="0.04 0.02"')
         contact.mjcf_contacts(mbjax.load_mjcf(text), text, contact.SpringDamper(1e4, 10.0))

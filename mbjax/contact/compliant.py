@@ -127,7 +127,9 @@ class CompliantContact(eqx.Module):
     def forces(self, model: Model, q, qd):
         """The contacts (:class:`mbjax.contact.Contacts`) and the force (k, 3) the ground
         exerts on each candidate, world frame (zero where not touching)."""
-        tk = tree_kinematics(model, q)
+        return self._forces(model, tree_kinematics(model, q), qd)
+
+    def _forces(self, model, tk, qd):
         body = np.asarray(self.points.body)
         centres = self._centres(tk)
         c = plane_contacts(self.ground, centres, self.points.radius)
@@ -159,7 +161,7 @@ class CompliantContact(eqx.Module):
         """Body wrenches (nbodies, 6): force and moment about the body origin, in body axes
         (the ``f_ext`` of :func:`mbjax.aba` and of every formulation)."""
         tk = tree_kinematics(model, q)
-        c, f = self.forces(model, q, qd)
+        c, f = self._forces(model, tk, qd)
         body = np.asarray(self.points.body)
         moment = jnp.cross(c.point - tk.p[body], f)
         world = jnp.zeros((model.nbodies, 6), f.dtype).at[body].add(jnp.concatenate([f, moment], -1))

@@ -3,9 +3,7 @@ formulation, with contacts and limits."""
 
 from __future__ import annotations
 
-import jax.numpy as jnp
-
-from ..checks import check_shapes
+from ..checks import check_external_force_shape, check_shapes
 from ..dynamics.protocol import Dynamics
 from ..methods import as_dynamics
 from ..model.model import Model
@@ -40,8 +38,7 @@ class WithContacts(Dynamics):
         :func:`mbjax.simulate` checks the initial state, and stops a run that diverges."""
         if self.checked:
             (q,), (qd, tau) = check_shapes(model, q, qd=qd, tau=tau)
-            if f_ext is not None and jnp.shape(f_ext) != (model.nbodies, 6):
-                raise ValueError(f"f_ext has shape {jnp.shape(f_ext)}; expected ({model.nbodies}, 6)")
+            f_ext = None if f_ext is None else check_external_force_shape(model, f_ext)
         return self.forward(model, q, qd, tau, f_ext)
 
     def forward(self, model: Model, q, qd, tau, f_ext):
