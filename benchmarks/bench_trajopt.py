@@ -14,7 +14,9 @@ with zero torques, KKT tolerance 1e-8.
   solved by IPOPT with its default sparse linear solver (MUMPS) and exact Hessians.
 
 With ``--batch B``, mbjax also solves the problem (at the first N) from B initial states at
-once (``trajopt.solve_batch``, one call), reported per problem against one IPOPT solve. Each
+once (``trajopt.solve_batch``, one call), reported per problem against one IPOPT solve: warm
+started (its default, continuation from the first problem; first call and again) and, for
+reference, each problem from its own guess (``warm_start=False``), with the costs compared. Each
 tool is timed on its first call in this process (mbjax: tracing and compilation included;
 CasADi: building the problem included) and warm (the same solve again, ``--repeats`` times, the
 two tools interleaved; minimum and median), with its iteration count. Both solutions are then
@@ -208,18 +210,30 @@ def main():
     if ARGS.batch:
         N, B = ARGS.intervals[0], ARGS.batch
         q0 = np.stack([np.linspace(0.0, 0.5, B), np.linspace(0.0, -0.3, B)], axis=1)
-        for label in ("first", "warm"):
+        ipopt = next(r for r in rows if r["tool"] == "casadi" and r["intervals"] == N)["warm_s"]
+        batches = {}
+        # warm started (the default: continuation from the first problem) twice, then each problem
+        # from its own guess once, for reference
+        for label, warm_start in (("first", True), ("warm", True), ("cold starts", False)):
             t0 = time.perf_counter()
-            batch = trajopt.solve_batch(problem(N), q0)
+            batch = trajopt.solve_batch(problem(N), q0, warm_start=warm_start, progress=False)
             batch.cost.block_until_ready()
             seconds = time.perf_counter() - t0
-            print(f"N={N:4d} mbjax solve_batch, B = {B} initial states, {label}: {seconds:.2f} s, "
-                  f"{seconds / B:.3f} s per problem, {int(np.sum(np.asarray(batch.converged)))}/{B} converged, "
-                  f"iterations {int(np.min(np.asarray(batch.iterations)))}-{int(np.max(np.asarray(batch.iterations)))}")
-        ipopt = next(r for r in rows if r["tool"] == "casadi" and r["intervals"] == N)["warm_s"]
-        print(f"        per problem / one IPOPT solve: {seconds / B / ipopt:.2f}x")
-        rows.append(dict(tool="mbjax solve_batch", intervals=N, batch=B, warm_s=seconds,
-                         converged=int(np.sum(np.asarray(batch.converged)))))
+            iterations = np.asarray(batch.iterations)
+            print(f"N={N:4d} mbjax solve_batch (warm_start={warm_start}), B = {B} initial states, {label}: "
+                  f"{seconds:.2f} s, {seconds / B:.3f} s per problem = {seconds / B / ipopt:.2f}x one IPOPT solve, "
+                  f"{int(np.sum(np.asarray(batch.converged)))}/{B} converged, iterations {int(iterations.min())}-"
+                  f"{int(iterations.max())} (total {int(iterations.sum())}), cost {float(np.min(batch.cost)):.5f}-"
+                  f"{float(np.max(batch.cost)):.5f}", flush=True)
+            rows.append(dict(tool="mbjax solve_batch", label=label, warm_start=warm_start, intervals=N, batch=B,
+                             seconds=seconds, per_problem_per_ipopt=seconds / B / ipopt,
+                             converged=int(np.sum(np.asarray(batch.converged))), iterations=iterations.tolist(),
+                             cost=np.asarray(batch.cost).tolist()))
+            batches[warm_start] = batch
+        lower = np.asarray(batches[True].cost) < np.asarray(batches[False].cost) * (1 - 1e-9)
+        higher = np.asarray(batches[True].cost) > np.asarray(batches[False].cost) * (1 + 1e-9)
+        print(f"        warm started against cold: lower cost for {int(lower.sum())}, higher for {int(higher.sum())}, "
+              f"the same for {int(B - lower.sum() - higher.sum())} of {B} problems")
     threads = ARGS.xla_threads
     out = ARGS.out or HERE / "results" / f"{socket.gethostname()}_trajopt_{threads}.json"
     out.parent.mkdir(parents=True, exist_ok=True)

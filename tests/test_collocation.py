@@ -192,20 +192,61 @@ def test_trapezoidal_batched_restarts_and_initial_states():
     assert end_error(problem, alone) <= 10 * np.asarray(alone.interval_errors).sum(axis=0).max()
     # from two initial states at once, each as if alone
     q0 = jnp.array([[0.0, 0.0], [0.3, -0.2], [-0.2, 0.1]])
-    batch = trajopt.solve_batch(problem, q0, transcription=scheme)
+    batch = trajopt.solve_batch(problem, q0, transcription=scheme, warm_start=False)
     moved = trajopt.solve(eqx.tree_at(lambda p: p.q0, problem, q0[1]), transcription=scheme)
     assert np.all(np.asarray(batch.converged))
     assert_close(batch.variables[1], moved.variables, 1e-12, what="initial state 1 alone")
     assert_close(batch.trajectory.q[:, 0], q0, 1e-12, what="initial states")
     # vmapped two at a time (as on an accelerator; the last pair padded): the same, each to its
     # own iteration count
-    paired = trajopt.solve_batch(problem, q0, transcription=scheme, chunk=2)
+    paired = trajopt.solve_batch(problem, q0, transcription=scheme, chunk=2, warm_start=False)
     assert_close(paired.variables, batch.variables, 1e-12, what="vmapped pairs")
     np.testing.assert_array_equal(np.asarray(paired.iterations), np.asarray(batch.iterations))
     with pytest.raises(ValueError, match="chunk must be an integer from 1 to the batch size 3"):
         trajopt.solve_batch(problem, q0, transcription=scheme, chunk=4)
     with pytest.raises(ValueError, match=r"qd0 must have shape \(2,\) or \(3, 2\); got \(2, 2\)"):
         trajopt.solve_batch(problem, q0, jnp.zeros((2, 2)), transcription=scheme)
+
+
+def test_batch_warm_started_by_continuation():
+    """``solve_batch``'s default: the first problem from its own guess, each next from its
+    nearest solved neighbour's knots and multipliers. Every result is an optimum of its own
+    problem (solved again alone from its knots, cold, it stays there), reached in far fewer
+    iterations than from its own guess; vmapped two at a time it reaches the same optima; a
+    warm start that fails (a budget of one iteration) is solved again cold, as if alone."""
+    problem = acrobot_problem(9)
+    scheme = trajopt.Trapezoidal()
+    q0 = jnp.array([[0.0, 0.0], [0.06, -0.04], [0.02, -0.01], [0.1, -0.06], [0.04, -0.03]])
+    warm = trajopt.solve_batch(problem, q0, transcription=scheme, progress=False)
+    cold = trajopt.solve_batch(problem, q0, transcription=scheme, warm_start=False, progress=False)
+    assert np.all(np.asarray(warm.converged)) and float(np.max(np.asarray(warm.violation))) < 1e-9
+    assert_close(warm.trajectory.q[:, 0], q0, 1e-12, what="initial states")
+    assert_close(warm.variables[0], cold.variables[0], 1e-12, what="the first problem, from its own guess")
+    its_warm, its_cold = np.asarray(warm.iterations), np.asarray(cold.iterations)
+    assert its_warm[1:].sum() < its_cold[1:].sum() / 2, (its_warm, its_cold)
+    for i in range(1, len(q0)):
+        alone = trajopt.solve(eqx.tree_at(lambda p: p.q0, problem, q0[i]), warm.variables[i], transcription=scheme)
+        assert bool(alone.converged)
+        assert_close(alone.variables, warm.variables[i], 1e-6, what=f"problem {i} solved again from its optimum")
+    paired = trajopt.solve_batch(problem, q0, transcription=scheme, chunk=2, progress=False)
+    assert np.all(np.asarray(paired.converged))
+    assert_close(paired.cost, warm.cost, 1e-9, what="costs, vmapped in pairs")
+    fallback = trajopt.solve_batch(problem, q0, transcription=scheme, optimiser=trajopt.InteriorPoint(warm_max_iter=1),
+                                   progress=False)
+    assert_close(fallback.variables, cold.variables, 1e-12, what="failed warm starts solved again cold")
+    np.testing.assert_array_equal(np.asarray(fallback.iterations), its_cold + np.array([0, 1, 1, 1, 1]))
+
+
+def test_continuation_order():
+    """Prim's order from the first problem: each problem after it comes with its nearest problem
+    solved before it (in groups of ``width``)."""
+    from mbjax.trajopt import continuation
+    points = continuation.features(np.array([0.0, 3.0, 1.0, 2.0, 5.0]), np.full(5, 7.0))
+    assert points.shape == (5, 1)  # the constant column dropped
+    groups = continuation.order(points)
+    assert [(g.tolist(), p.tolist()) for g, p in groups] == [([0], [-1]), ([2], [0]), ([3], [2]), ([1], [3]), ([4], [1])]
+    pairs = continuation.order(points, width=2)
+    assert [(g.tolist(), p.tolist()) for g, p in pairs] == [([0], [-1]), ([2, 3], [0, 0]), ([1, 4], [3, 3])]
 
 
 def test_batch_of_models():
@@ -216,14 +257,15 @@ def test_batch_of_models():
     scheme = trajopt.Trapezoidal()
     scale = jnp.array([[1.0, 0.7], [1.0, 1.3]])
     models = jax.vmap(lambda s: eqx.tree_at(lambda m: m.mass, problem.model, problem.model.mass * s))(scale)
-    batch = trajopt.solve_batch(problem, models=models, transcription=scheme, progress=False)
+    batch = trajopt.solve_batch(problem, models=models, transcription=scheme, warm_start=False, progress=False)
     assert np.all(np.asarray(batch.converged))
     heavy = trajopt.solve(eqx.tree_at(lambda p: p.model, problem, jax.tree.map(lambda x: x[1], models)),
                           transcription=scheme)
     assert_close(batch.variables[1], heavy.variables, 1e-12, what="the heavier acrobot alone")
     assert float(batch.cost[1]) > float(batch.cost[0])  # a heavier link takes more effort
     q0 = jnp.array([[0.0, 0.0], [0.3, -0.2]])
-    both = trajopt.solve_batch(problem, q0, models=models, transcription=scheme, chunk=2, progress=False)
+    both = trajopt.solve_batch(problem, q0, models=models, transcription=scheme, chunk=2, warm_start=False,
+                               progress=False)
     moved = trajopt.solve(eqx.tree_at(lambda p: (p.model, p.q0), problem, (jax.tree.map(lambda x: x[1], models), q0[1])),
                           transcription=scheme)
     assert_close(both.variables[1], moved.variables, 1e-12, what="model and initial state 1 alone, vmapped in pairs")

@@ -30,7 +30,7 @@ Example::
 from .collocation import Collocation, HermiteSimpson, Trapezoidal
 from .controls import KnotControls, actuated_dofs
 from .ddp import FDDP
-from .interior_point import InteriorPoint, InteriorPointState
+from .interior_point import InteriorPoint, InteriorPointStart, InteriorPointState
 from .lagrangian import AugmentedLagrangian, Multipliers, Penalty, violation
 from .levenberg_marquardt import LevenbergMarquardt
 from .problem import TrajectoryProblem
@@ -40,7 +40,8 @@ from .optimise import best_restart, solve, solve_batch, solve_restarts
 from .costs import Effort, PathCost, PositionLimits, Rollout, TerminalState, Term, TorqueLimits, VelocityLimits
 
 __all__ = [
-    "AugmentedLagrangian", "Collocation", "Effort", "FDDP", "HermiteSimpson", "InteriorPoint", "InteriorPointState",
+    "AugmentedLagrangian", "Collocation", "Effort", "FDDP", "HermiteSimpson", "InteriorPoint", "InteriorPointStart",
+    "InteriorPointState",
     "KnotControls", "LevenbergMarquardt", "MultipleShooting", "Multipliers", "PathCost", "Penalty",
     "PositionLimits", "Rollout", "ShootingNodes", "SingleShooting", "Solution", "TerminalState", "Term", "TorqueLimits",
     "Trapezoidal", "TrajectoryProblem", "VelocityLimits", "actuated_dofs", "best_restart", "solve", "solve_batch", "solve_restarts", "violation",

@@ -17,6 +17,9 @@ linear in the number of knots.
   the infeasibility or of the barrier objective, or an Armijo condition in the switching
   regime; their Eqs. 18–20, without the filter's memory).
 - **Stop** when the scaled KKT error (their Eq. 5) is at most ``tol``, or after ``max_iter``.
+- **Warm start** (:meth:`InteriorPoint.warm`): from a neighbouring problem's solution, its
+  multipliers and a small barrier parameter, as IPOPT's ``warm_start_init_point`` (bounds pushed
+  by 1e-3 instead of 1e-2, bound multipliers at least ``warm_mu``, ``mu = warm_mu``).
 
 Everything is one ``lax.while_loop``: jit-able and vmappable over problems.
 """
@@ -51,37 +54,74 @@ class InteriorPointState(eqx.Module):
     regularisation: jax.Array
 
 
+class InteriorPointStart(eqx.Module):
+    """Where a solve starts besides its knots: the multipliers of the interval and node
+    equalities (``lam``, ``nu``) and of the bounds (``zl``, ``zu``), the barrier parameter
+    ``mu``, ``push``: how far inside its bounds a knot is moved first (relative to the bound's
+    size and span, IPOPT's ``bound_push`` and ``bound_frac``), and the most iterations."""
+
+    lam: jax.Array
+    nu: jax.Array
+    zl: jax.Array
+    zu: jax.Array
+    mu: jax.Array
+    push: jax.Array
+    max_iter: jax.Array
+
+
 class InteriorPoint(eqx.Module):
     """Options: stop at a KKT error of ``tol`` or after ``max_iter`` iterations; ``mu0``: the
-    first barrier parameter."""
+    first barrier parameter; ``warm_mu``: the barrier parameter (and least bound multiplier) of
+    a warm start, and ``warm_max_iter`` its most iterations (a warm start that needs more is
+    better restarted cold: where the neighbour's optimum does not continue to this problem, the
+    iterates creep)."""
 
     tol: float = 1e-8
     max_iter: int = eqx.field(default=300, static=True)
     mu0: float = 0.1
+    warm_mu: float = 1e-6
+    warm_max_iter: int = 30
 
-    def solve(self, nlp: StagewiseNLP, w0) -> InteriorPointState:
-        """Solve from the knots ``w0`` (K, nw), pushed inside the bounds first."""
-        state = self.init(nlp, w0)
-        return jax.lax.while_loop(lambda s: (s.error > self.tol) & (s.iterations < self.max_iter),
+    def solve(self, nlp: StagewiseNLP, w0, start: InteriorPointStart | None = None) -> InteriorPointState:
+        """Solve from the knots ``w0`` (K, nw), pushed inside the bounds first, and ``start``
+        (default :meth:`cold`)."""
+        state = self.init(nlp, w0, self.cold(nlp, w0) if start is None else start)
+        limit = jnp.minimum(self.max_iter, start.max_iter)
+        return jax.lax.while_loop(lambda s: (s.error > self.tol) & (s.iterations < limit),
                                   lambda s: self.iteration(nlp, s), state)
 
+    def cold(self, nlp: StagewiseNLP, w0) -> InteriorPointStart:
+        """The start of a problem on its own: zero equality multipliers, unit bound multipliers,
+        ``mu0``, knots pushed 1e-2 inside their bounds."""
+        _, d, e = jax.eval_shape(nlp.values, w0)
+        _, _, has_lo, has_hi = _bounds(nlp)
+        dtype = w0.dtype
+        return InteriorPointStart(jnp.zeros(d.shape, dtype), jnp.zeros(e.shape, dtype), has_lo.astype(dtype),
+                     has_hi.astype(dtype), jnp.asarray(self.mu0, dtype), jnp.asarray(1e-2, dtype),
+                     jnp.asarray(self.max_iter))
+
+    def warm(self, solved: InteriorPointState) -> InteriorPointStart:
+        """The start from a neighbouring problem's solution (start from its knots too): its
+        multipliers, the bound multipliers at least ``warm_mu``, ``mu = warm_mu`` (at least
+        ``tol / 10``), knots pushed 1e-3 inside their bounds, at most ``warm_max_iter`` iterations."""
+        mu = jnp.maximum(jnp.asarray(self.warm_mu, solved.mu.dtype), self.tol / 10)
+        return InteriorPointStart(solved.lam, solved.nu, jnp.maximum(solved.zl, mu), jnp.maximum(solved.zu, mu), mu,
+                     jnp.asarray(1e-3, solved.mu.dtype), jnp.asarray(self.warm_max_iter))
+
     # ------------------------------------------------------------------ pieces
-    def init(self, nlp: StagewiseNLP, w0) -> InteriorPointState:
+    def init(self, nlp: StagewiseNLP, w0, start: InteriorPointStart) -> InteriorPointState:
         lo, hi, has_lo, has_hi = _bounds(nlp)
         x = jax.vmap(nlp.coords)(w0)
         span = jnp.where(has_lo & has_hi, hi - lo, jnp.inf)
-        push_lo = jnp.minimum(1e-2 * jnp.maximum(1.0, jnp.abs(lo)), 0.01 * span)
-        push_hi = jnp.minimum(1e-2 * jnp.maximum(1.0, jnp.abs(hi)), 0.01 * span)
+        push_lo = start.push * jnp.minimum(jnp.maximum(1.0, jnp.abs(lo)), span)
+        push_hi = start.push * jnp.minimum(jnp.maximum(1.0, jnp.abs(hi)), span)
         inside = jnp.where(has_lo, jnp.maximum(x, lo + push_lo), x)
         inside = jnp.where(has_hi, jnp.minimum(inside, hi - push_hi), inside)
         w = jax.vmap(nlp.retract)(w0, inside - x)
-        _, d, e = jax.eval_shape(nlp.values, w)
-        dtype = w.dtype
-        scalar = lambda v: jnp.asarray(v, dtype)  # noqa: E731
-        return InteriorPointState(w, jnp.zeros(d.shape, dtype), jnp.zeros(e.shape, dtype),
-                                  jnp.where(has_lo, 1.0, 0.0).astype(dtype), jnp.where(has_hi, 1.0, 0.0).astype(dtype),
-                                  scalar(self.mu0), scalar(jnp.inf), jnp.asarray(0), scalar(jnp.inf), scalar(1.0),
-                                  scalar(0.0))
+        scalar = lambda v: jnp.asarray(v, w.dtype)  # noqa: E731
+        return InteriorPointState(w, start.lam, start.nu, jnp.where(has_lo, start.zl, 0.0),
+                                  jnp.where(has_hi, start.zu, 0.0), start.mu, scalar(jnp.inf), jnp.asarray(0),
+                                  scalar(jnp.inf), scalar(1.0), scalar(0.0))
 
     def iteration(self, nlp: StagewiseNLP, s: InteriorPointState) -> InteriorPointState:
         lo, hi, has_lo, has_hi = _bounds(nlp)

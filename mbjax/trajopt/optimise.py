@@ -38,7 +38,8 @@ from ..progress import Progress
 from ..simulation.trajectory import Trajectory
 from .collocation import Collocation, HermiteSimpson
 from .ddp import FDDP
-from .interior_point import InteriorPoint
+from . import continuation
+from .interior_point import InteriorPoint, InteriorPointStart
 from .lagrangian import AugmentedLagrangian, Multipliers, violation
 from .levenberg_marquardt import LevenbergMarquardt
 from .problem import TrajectoryProblem
@@ -188,8 +189,8 @@ def _optimise(problem, z, transcription, optimiser, constraints, inner_steps, pr
                     state.iterations, state.outer_iterations, jnp.asarray(np.moveaxis(history, (0, 1), (-2, -1))))
 
 
-def _collocate(nlp, optimiser: InteriorPoint, w0):
-    state = optimiser.solve(nlp, w0)
+def _collocate(nlp, optimiser: InteriorPoint, w0, start: InteriorPointStart):
+    state = optimiser.solve(nlp, w0, start)
     cost, d, e = nlp.values(state.w)
     x = jax.vmap(nlp.coords)(state.w)
     outside = jnp.maximum(jnp.maximum(x - nlp.upper, nlp.lower - x), 0.0)
@@ -199,9 +200,12 @@ def _collocate(nlp, optimiser: InteriorPoint, w0):
             transcription.interval_errors(problem, state.w))
 
 
-#: the compiled collocation solve (acrobot, 200 intervals: compiled in 15 s instead of 19 s with
-#: the classic emitters)
+#: the compiled collocation solve, from a cold or a warm :class:`InteriorPointStart` alike (acrobot, 200
+#: intervals: compiled in 15 s instead of 19 s with the classic emitters)
 _COLLOCATE = eqx.filter_jit(_collocate, compiler_options=_FAST_COMPILE)
+
+#: a problem's cold start (shapes of its multipliers), compiled once per problem shape
+_COLD = eqx.filter_jit(lambda nlp, optimiser, w0: optimiser.cold(nlp, w0))
 
 
 def _with_state(problem, q0, qd0, model):
@@ -213,44 +217,63 @@ def _started_at(nlp, q0, qd0, model):
     return eqx.tree_at(lambda n: n.problem, nlp, _with_state(nlp.problem, q0, qd0, model))
 
 
-def _collocate_from(nlp, optimiser, q0, qd0, model, w0):
-    return _collocate(_started_at(nlp, q0, qd0, model), optimiser, w0)
+def _collocate_from(nlp, optimiser, q0, qd0, model, w0, start):
+    return _collocate(_started_at(nlp, q0, qd0, model), optimiser, w0, start)
 
 
-#: ... and vmapped over initial states and guesses (True: and models)
+#: ... and vmapped over initial states, guesses and starts (True: and models)
 _COLLOCATE_VMAP = {batched: eqx.filter_jit(eqx.filter_vmap(_collocate_from, in_axes=(None, None, 0, 0, 0 if batched
-                                                                                      else None, 0)),
+                                                                                      else None, 0, 0)),
                                            compiler_options=_FAST_COMPILE) for batched in (False, True)}
 
 
-def _collocate_many(nlp, optimiser, q0, qd0, models, w0, chunk: int, progress: bool):
+def _collocate_many(nlp, optimiser, q0, qd0, models, w0, chunk: int, progress: bool, warm_start: bool = False):
     """:func:`_collocate_from` for each initial state and guess, and model (every array leaf
     of ``models`` with a leading batch axis; ``None``: the problem's for all), ``chunk``
     problems at a time, vmapped (a vmapped while loop runs every problem to the slowest one's
     iterations, and each inner loop, inertia correction and line search, to its slowest too),
     the chunks one after another with a progress bar. One problem at a time runs
-    :func:`solve`'s compiled program; a last short chunk is padded with copies of its last
-    problem."""
+    :func:`solve`'s compiled program; a short chunk is padded with copies of its last problem.
+
+    ``warm_start``: the problems in the order of :mod:`.continuation`, each from its nearest
+    solved neighbour's knots and multipliers (:meth:`InteriorPoint.warm`); one that does not
+    converge so is solved again from its own guess (its iterations are the two solves')."""
     batch = w0.shape[0]
-    pad = -batch % chunk
-    if pad:
-        q0, qd0, models, w0 = jax.tree.map(lambda x: jnp.concatenate([x, jnp.repeat(x[-1:], pad, axis=0)]),
-                                           (q0, qd0, models, w0))
     model = lambda rows: nlp.problem.model if models is None else jax.tree.map(lambda x: x[rows], models)  # noqa: E731
-    parts, converged = [], 0
+    cold = _COLD(nlp, optimiser, w0[0])
+    results = [None] * batch
+
+    def run(rows, guesses, starts):  # one chunk of problems: a list of per-problem results
+        if chunk == 1:
+            return [_COLLOCATE(_started_at(nlp, q0[i], qd0[i], model(i)), optimiser, g, s)
+                    for i, g, s in zip(rows, guesses, starts)]
+        pad = chunk - len(rows)
+        rows_p = np.concatenate([rows, np.repeat(rows[-1:], pad)])
+        stack = lambda xs: jax.tree.map(lambda *x: jnp.stack(x), *(xs + xs[-1:] * pad))  # noqa: E731
+        part = _COLLOCATE_VMAP[models is not None](nlp, optimiser, q0[rows_p], qd0[rows_p], model(rows_p),
+                                                   stack(guesses), stack(starts))
+        return [jax.tree.map(lambda x: x[j], part) for j in range(len(rows))]
+
+    if warm_start and batch > 1:
+        groups = continuation.order(continuation.features(q0, qd0, models), chunk)
+    else:
+        groups = [(np.arange(i, min(i + chunk, batch)), np.full(min(chunk, batch - i), -1)) for i in range(0, batch, chunk)]
+    converged = 0
     with Progress(batch, "collocation", "problems", progress) as bar:
-        for i in range(0, batch, chunk):
-            if chunk == 1:
-                part = jax.tree.map(lambda x: x[None], _COLLOCATE(_started_at(nlp, q0[i], qd0[i], model(i)), optimiser,
-                                                                  w0[i]))
-            else:
-                rows = slice(i, i + chunk)
-                part = _COLLOCATE_VMAP[models is not None](nlp, optimiser, q0[rows], qd0[rows], model(rows), w0[rows])
-            parts.append(part)
-            n = min(chunk, batch - i)
-            converged += int(jnp.sum(part[0].error[:n] <= optimiser.tol))
-            bar.update(n, f"{converged} converged")
-    return jax.tree.map(lambda *x: jnp.concatenate(x)[:batch], *parts)
+        for rows, parents in groups:
+            guesses = [w0[i] if p < 0 else results[p][0].w for i, p in zip(rows, parents)]
+            starts = [cold if p < 0 else optimiser.warm(results[p][0]) for p in parents]
+            for i, out in zip(rows, run(rows, guesses, starts)):
+                results[i] = out
+            again = np.array([i for i, p in zip(rows, parents) if p >= 0 and results[i][0].error > optimiser.tol], int)
+            for i in range(0, len(again), chunk):
+                rows_c = again[i:i + chunk]
+                for j, out in zip(rows_c, run(rows_c, [w0[j] for j in rows_c], [cold] * len(rows_c))):
+                    first = results[j][0].iterations
+                    results[j] = (eqx.tree_at(lambda s: s.iterations, out[0], out[0].iterations + first),) + out[1:]
+            converged += sum(int(results[i][0].error <= optimiser.tol) for i in rows)
+            bar.update(len(rows), f"{converged} converged")
+    return jax.tree.map(lambda *x: jnp.stack(x), *results)
 
 
 def _default_chunk(batch: int) -> int:
@@ -259,18 +282,18 @@ def _default_chunk(batch: int) -> int:
 
 
 def _solve_collocation(problem, w0, transcription: Collocation, optimiser, states=None, models=None, chunk=None,
-                       progress: bool = False) -> Solution:
+                       progress: bool = False, warm_start: bool = False) -> Solution:
     """Solve from ``w0`` (K, nw), or from a batch of guesses ``w0`` (B, K, nw) for ``problem``
     or from each of the initial ``states`` ``(q0 (B, nq), qd0 (B, nv))`` with each of the
     ``models`` (batched leaves), ``chunk`` at a time (a progress bar over the problems with
-    ``progress``)."""
+    ``progress``; ``warm_start``: see :func:`_collocate_many`)."""
     optimiser = InteriorPoint(tol=default_tolerance(problem.q0.dtype, 1e-8, 1000)) if optimiser is None else optimiser
     if not isinstance(optimiser, InteriorPoint):
         raise TypeError(f"collocation is solved by trajopt.InteriorPoint(tol=..., max_iter=...); got "
                         f"{type(optimiser).__name__}")
     nlp = transcription.nlp(problem)
     if w0.ndim == 2:
-        state, cost, worst, torques, errors = _COLLOCATE(nlp, optimiser, w0)
+        state, cost, worst, torques, errors = _COLLOCATE(nlp, optimiser, w0, _COLD(nlp, optimiser, w0))
     else:
         batch = w0.shape[0]
         q0, qd0 = (jnp.broadcast_to(problem.q0, (batch, problem.model.nq)),
@@ -278,7 +301,8 @@ def _solve_collocation(problem, w0, transcription: Collocation, optimiser, state
         chunk = _default_chunk(batch) if chunk is None else chunk
         if not (isinstance(chunk, int) and 1 <= chunk <= batch):
             raise ValueError(f"chunk must be an integer from 1 to the batch size {batch}; got {chunk!r}")
-        state, cost, worst, torques, errors = _collocate_many(nlp, optimiser, q0, qd0, models, w0, chunk, progress)
+        state, cost, worst, torques, errors = _collocate_many(nlp, optimiser, q0, qd0, models, w0, chunk, progress,
+                                                              warm_start)
     x = transcription.unpack(problem, state.w)
     ts = jnp.broadcast_to(problem.controls.ts, x.q.shape[:-1])
     one = jnp.ones_like(cost, dtype=jnp.int32)
@@ -350,7 +374,7 @@ def _batch_size(model, models) -> int:
 
 
 def solve_batch(problem: TrajectoryProblem, q0=None, qd0=None, *, models=None, transcription=None, optimiser=None,
-                chunk: int | None = None, progress: bool = True) -> Solution:
+                chunk: int | None = None, warm_start: bool = True, progress: bool = True) -> Solution:
     """The same collocation problem from B initial states, or for B models, in one call.
 
     ``q0`` (B, nq), ``qd0`` (B, nv) (default: the problem's ``q0``, ``qd0`` for all);
@@ -358,12 +382,27 @@ def solve_batch(problem: TrajectoryProblem, q0=None, qd0=None, *, models=None, t
     of an identification's confidence set, made by ``jax.vmap`` of a function that builds the
     model from them), each problem solved with its own; the bounds (torque, position limits)
     stay the problem's. ``transcription``: a :class:`Collocation` (default
-    :class:`HermiteSimpson`); ``optimiser``: an :class:`InteriorPoint`. Each problem starts
-    from the transcription's default guess for its initial state and model and runs until it
-    converges, as if alone. ``chunk``: how many problems are solved together, vmapped, by one
-    compiled program; the chunks run one after another. Default: one at a time on a CPU (where
-    a vmapped batch of 64 swing-ups cost 3.1x more per problem: every problem waits for the
-    slowest, and the batch's arrays leave the cache), all of them on an accelerator.
+    :class:`HermiteSimpson`); ``optimiser``: an :class:`InteriorPoint`.
+
+    ``warm_start`` (default): continuation. The first problem is solved first, from the
+    transcription's default guess (put first the one you know best, e.g. the nominal initial
+    state), then the unsolved problem nearest to a solved one (in initial state and model
+    parameters, each scaled by its spread over the batch), from that one's knots and
+    multipliers with a small barrier parameter (:meth:`InteriorPoint.warm`), and so on
+    (:mod:`mbjax.trajopt.continuation`); a warm start that has not converged after
+    ``optimiser.warm_max_iter`` iterations is solved again from the default guess. On the
+    64 acrobot swing-ups of ``benchmarks/bench_trajopt.py`` (initial states 0.009 rad apart) a
+    warm start takes 5-7 interior-point iterations where a cold one takes 25-100. Each problem
+    then converges to the optimum continued from its neighbour's, which can differ from the one
+    its own guess leads to (there: lower effort for most of them). ``warm_start=False``: each
+    problem from the transcription's default guess for its initial state and model, as if
+    alone.
+
+    ``chunk``: how many problems are solved together, vmapped, by one compiled program; the
+    chunks run one after another (warm started: the first problem alone, padded to a chunk).
+    Default: one at a time on a CPU (where a vmapped batch of 64 swing-ups cost 3.1x more per
+    problem: every problem waits for the slowest, and the batch's arrays leave the cache), all
+    of them on an accelerator (warm started: the first, then all the others from it).
     ``progress``: a progress bar over the problems (tqdm, or plain lines on stderr).
 
     **Returns:** a :class:`Solution` with a leading axis B (``converged`` per problem).
@@ -386,7 +425,7 @@ def solve_batch(problem: TrajectoryProblem, q0=None, qd0=None, *, models=None, t
                               in_axes=(0, 0, None if models is None else 0))(
         q0, qd0, problem.model if models is None else models)
     return _solve_collocation(problem, guesses, transcription, optimiser, states=(q0, qd0), models=models, chunk=chunk,
-                              progress=progress)
+                              progress=progress, warm_start=warm_start)
 
 
 def _shooting_only(constraints, inner_steps):
