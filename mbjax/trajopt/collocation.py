@@ -142,6 +142,16 @@ class Collocation(eqx.Module):
             return rnea_from(model, tree_kinematics(model, q), q, v, a) - tau
         return a - problem.method(model, q, v, tau)
 
+    def curved(self, problem):
+        """Indices of ``z`` along which :meth:`residual` is not affine: q and v; and u for the
+        forward form (``rnea`` is affine in the accelerations, the torques are the controls
+        placed on their coordinates; ``a - qdd(q, v, tau)`` is affine in a)."""
+        nq, nv = problem.model.nq, problem.model.nv
+        curved = np.arange(nq + nv)
+        if self.dynamics == "inverse":
+            return curved
+        return np.concatenate([curved, nq + 2 * nv + np.arange(len(problem.controls.dofs))])
+
     # ------------------------------------------------------------------ stages
     def step(self, problem):
         """The interval length h."""
@@ -381,6 +391,9 @@ class CollocationNLP(StagewiseNLP):
 
     def residual(self, z):
         return self.transcription.residual(self.problem, z)
+
+    def curved(self, nz):
+        return self.transcription.curved(self.problem)
 
     def retract(self, w, dx):
         return self.transcription.retract(self.problem, w, dx)

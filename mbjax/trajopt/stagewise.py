@@ -14,7 +14,10 @@ interval's midpoint). The exact Hessian of a stage's Lagrangian then follows by 
     H = J_z^T hess(mu . r)(z) J_z + hess_x(c + lam . base + g . z(x)),   g = mu . dr/dz,
 
 so the dynamics are differentiated twice only at the points, all in one vmapped program, and
-never through the rest of a stage (whose second derivatives are cheap).
+never through the rest of a stage (whose second derivatives are cheap). Where ``r`` is affine in
+part of ``z`` (e.g. the accelerations and torques of ``rnea(q, v, a) - tau(u)``), hess(mu . r)
+vanishes outside the rows and columns of the rest (:meth:`StagewiseNLP.curved`), which alone
+are differentiated: one forward-mode tangent per curved coordinate.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ import abc
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 
 class StagewiseNLP(eqx.Module):
@@ -50,6 +54,11 @@ class StagewiseNLP(eqx.Module):
     @abc.abstractmethod
     def residual(self, z):
         """The dynamics residual at a point ``z``."""
+
+    def curved(self, nz: int):
+        """Indices of the point ``z`` (nz,) along which :meth:`residual` is not affine (default:
+        all of them)."""
+        return np.arange(nz)
 
     @abc.abstractmethod
     def retract(self, w, dx):
@@ -104,8 +113,14 @@ class StagewiseNLP(eqx.Module):
         # the dynamics at every point in one program: dr/dz and hess(mu . r)
         points = zn if zi is None else jnp.concatenate([zi, zn])
         mu = nu[:, nbn:] if zi is None else jnp.concatenate([lam[:, nbi:], nu[:, nbn:]])
-        Jr, Hr = jax.vmap(lambda z, m: (jax.jacfwd(self.residual)(z),
-                                        jax.hessian(lambda y: m @ self.residual(y))(z)))(points, mu)
+        curved = self.curved(points.shape[1])
+
+        def hessian(z, m):  # of m . r, differentiated along the curved coordinates only
+            gradient = jax.grad(lambda y: m @ self.residual(y))
+            columns = jax.jacfwd(lambda t: gradient(z.at[curved].add(t)))(jnp.zeros(curved.size, z.dtype))
+            return jnp.zeros((z.size, z.size), z.dtype).at[:, curved].set(columns).at[curved, :].set(columns.T)
+
+        Jr, Hr = jax.vmap(lambda z, m: (jax.jacfwd(self.residual)(z), hessian(z, m)))(points, mu)
         g_r = jnp.einsum("pi,pij->pj", mu, Jr)
         Jr_n, Hr_n, g_n = (x[-(N + 1):] for x in (Jr, Hr, g_r))
 
