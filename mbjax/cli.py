@@ -188,13 +188,14 @@ def joints_table(model) -> str:
 
 
 # ------------------------------------------------------------------------------ simulation
-def initial_state(model, seed: int = 0, amplitude: float = 1.0):
+def initial_state(model, seed: int = 0, amplitude: float = 1.0, within_limits: bool = False):
     """A reproducible non-trivial start (NumPy arrays ``q0`` (nq,), ``qd0`` (nv,)).
 
     Revolute, continuous, prismatic, universal and cylindrical coordinates are displaced from
-    the neutral configuration by up to ``amplitude`` (rad or m); spherical, planar and free
-    joints start at their neutral configuration. Velocities are Gaussian with standard
-    deviation ``amplitude / 2``. Plain NumPy: no compilation before the simulation starts.
+    the neutral configuration by up to ``amplitude`` (rad or m) (``within_limits``: then
+    clipped to the model's position limits); spherical, planar and free joints start at their
+    neutral configuration. Velocities are Gaussian with standard deviation ``amplitude / 2``.
+    Plain NumPy: no compilation before the simulation starts.
     """
     import numpy as np
 
@@ -209,22 +210,66 @@ def initial_state(model, seed: int = 0, amplitude: float = 1.0):
             q0[qs] = d
         elif t == "continuous":
             q0[qs] = (np.cos(d[0]), np.sin(d[0]))
+    if within_limits:
+        q0 = np.clip(q0, np.asarray(model.lower), np.asarray(model.upper))
     qd0 = 0.5 * amplitude * rng.standard_normal(model.nv)
     return q0, qd0
 
 
+def joint_stops(model, enabled: bool = True):
+    """The stops at the joint limits the model's file declares (:func:`mbjax.contact.joint_limits`,
+    critically damped, time constant :data:`mbjax.contact.limits.TIME_CONSTANT`), or None (``enabled`` False, or no finite limit on
+    a revolute or prismatic joint)."""
+    import numpy as np
+
+    from .contact import joint_limits
+
+    lower, upper = np.asarray(model.lower), np.asarray(model.upper)
+    limited = [i for i, t in enumerate(model.joint_types) if t in ("revolute", "prismatic")
+               and np.isfinite(np.concatenate([lower[model.q_slice(i)], upper[model.q_slice(i)]])).any()]
+    return joint_limits(model, joints=limited) if enabled and limited else None
+
+
+def energy_balance(E, W, scale, stops=None, q=None, stored=None) -> str:
+    """Lines on the energy balance of a run: the energy ``E`` (T,) against the work ``W`` of the
+    joint springs and dampers; with ``stops`` (:class:`mbjax.contact.JointLimits`), how far the
+    motion ``q`` (T, nq) went past them, and, where it did, the balance with the energy
+    ``stored`` (T,) in them, which they can only lower."""
+    import numpy as np
+
+    from .contact.limits import TIME_CONSTANT
+
+    lines = []
+    past = 0.0
+    if stops is not None:
+        past = float(stops.excursion(q))
+        lines.append(f"stops     {len(stops.q_lower) + len(stops.q_upper)} joint limits, critically damped (time "
+                     f"constant {TIME_CONSTANT:g} s; --no-limits turns them off): "
+                     + (f"the motion went past them by at most {past:.2e} (rad or m)" if past else "never reached"))
+    if past:
+        total = E + stored - W
+        rise = np.maximum.accumulate(total) - total[0]
+        lines.append(f"balance   E(t) + stops' stored energy - work(t): fell by {(total[0] - total[-1]) / scale:.3e} "
+                     f"of E(0), rose by at most {rise.max() / scale:.3e} (the stops only take energy: integration error)")
+    else:
+        lines.append(f"balance   E(t) - E(0) - work(t): largest relative drift {np.abs(E - E[0] - W).max() / scale:.3e} "
+                     "(integration error)")
+    return "\n".join(lines)
+
+
 def passive_run(model, q0, qd0, duration: float, dt: float, damping: float = 0.0, max_records: int = 2000,
-                progress: bool = True):
+                progress: bool = True, stops=None):
     """Simulate ``duration`` seconds of passive motion from (q0, qd0) with :func:`mbjax.simulate`
-    in fixed steps of ``dt`` (diffrax's Tsit5 under ``ConstantStepSize``).
+    in fixed steps of ``dt`` (diffrax's Tsit5 under ``ConstantStepSize``), with the joint
+    ``stops`` (:class:`mbjax.contact.JointLimits`) if given.
 
     ``damping`` (N m s/rad) becomes the model's joint damping on every joint but a floating
     base; its work is integrated with the state (``energy=True``). At most ``max_records + 1``
     samples are kept, on step boundaries, the first at t = 0 and the last at the end.
 
     **Returns:** a dict of NumPy arrays ``t``, ``q``, ``qd``, ``kinetic``, ``potential``,
-    ``work`` (of the dampers), ``com`` (one row per sample) and ``steps``, ``dt``, ``wall_s``
-    (compilation included).
+    ``work`` (of the dampers), ``stored`` (in the stops), ``com`` (one row per sample) and
+    ``steps``, ``dt``, ``wall_s`` (compilation included).
     """
     import diffrax
     import equinox as eqx
@@ -232,6 +277,7 @@ def passive_run(model, q0, qd0, duration: float, dt: float, damping: float = 0.0
     import jax.numpy as jnp
     import numpy as np
 
+    from .contact import WithContacts
     from .dynamics.terms import kinetic_energy, potential_energy
     from .kinematics import center_of_mass
     from .simulation import simulate
@@ -245,15 +291,17 @@ def passive_run(model, q0, qd0, duration: float, dt: float, damping: float = 0.0
             damp[model.v_slice(i)] = 0.0  # no damping on the floating base
     model = eqx.tree_at(lambda m: m.damping, model, jnp.asarray(damp, model.dtype))
     start = time.perf_counter()
-    traj = simulate(model, q0, qd0, 0.0, steps * dt, solver=diffrax.Tsit5(), stepsize_controller=diffrax.ConstantStepSize(),
-                    dt0=dt, saveat=t, max_steps=steps + 1, energy=True, progress=progress)
+    traj = simulate(model, q0, qd0, 0.0, steps * dt, method="aba" if stops is None else WithContacts(limits=stops),
+                    solver=diffrax.Tsit5(), stepsize_controller=diffrax.ConstantStepSize(), dt0=dt, saveat=t,
+                    max_steps=steps + 1, energy=True, progress=progress)
     q, qd = jax.block_until_ready((traj.q, traj.qd))
     wall = time.perf_counter() - start
     terms = jax.jit(jax.vmap(lambda q, qd: (kinetic_energy(model, q, qd), potential_energy(model, q),
                                             center_of_mass(model, q))))
     T, V, com = (np.asarray(x) for x in terms(q, qd))
+    stored = np.zeros_like(T) if stops is None else np.asarray(jax.vmap(stops.energy)(q))
     return {"t": t, "q": np.asarray(q), "qd": np.asarray(qd), "kinetic": T, "potential": V,
-            "work": np.asarray(traj.work), "com": com, "steps": steps, "dt": dt, "wall_s": wall}
+            "work": np.asarray(traj.work), "stored": stored, "com": com, "steps": steps, "dt": dt, "wall_s": wall}
 
 
 def plot_run(model, run, path: str):
@@ -308,7 +356,8 @@ def cmd_demo(args) -> int:
 
     model, source = load_model(args.model, args.floating_base, args.mimic)
     print(model_summary(model, source))
-    q0, qd0 = initial_state(model, args.seed, args.amplitude)
+    stops = joint_stops(model, not args.no_limits)
+    q0, qd0 = initial_state(model, args.seed, args.amplitude, within_limits=stops is not None)
     steps = max(1, int(round(args.duration / args.dt)))
     print(f"simulate  {steps * args.dt:g} s of passive motion (gravity {np.asarray(model.gravity).tolist()} m/s^2, "
           f"zero torque{f', joint damping {args.damping:g} N m s/rad' if args.damping else ''})")
@@ -317,22 +366,21 @@ def cmd_demo(args) -> int:
     # a diverging run trips mbjax's NaN checks inside jit; jax would log the callback traceback
     logging.getLogger("jax._src.callback").setLevel(logging.CRITICAL)
     try:
-        run = passive_run(model, q0, qd0, args.duration, args.dt, args.damping, progress=not args.quiet)
+        run = passive_run(model, q0, qd0, args.duration, args.dt, args.damping, progress=not args.quiet, stops=stops)
     except Exception as e:  # simulate's divergence check and mbjax's run-time NaN checks
         if "NaN or infinite" not in str(e) and "diverged" not in str(e):
             raise
         print(f"mbjax demo: error: the simulation diverged (the state became NaN or infinite); "
               f"try a smaller --dt than {args.dt:g}", file=sys.stderr)
         return 1
-    T, V, W = run["kinetic"], run["potential"], run["work"]
+    T, V, W, S = run["kinetic"], run["potential"], run["work"], run["stored"]
     E = T + V
     e0 = abs(E[0]) if E[0] != 0 else 1.0
     print(f"energy    initial {E[0]:.9g} J  (kinetic {T[0]:.6g}, potential {V[0]:.6g})")
     print(f"          final   {E[-1]:.9g} J  (kinetic {T[-1]:.6g}, potential {V[-1]:.6g})")
     if args.damping:
         print(f"          dissipated by the joint dampers {0.0 - W[-1]:.6g} J")
-    print(f"balance   E(t) - E(0) - work(t): largest relative drift {np.abs(E - E[0] - W).max() / e0:.3e} "
-          "(integration error)")
+    print(energy_balance(E, W, e0, stops, run["q"], S))
     com = run["com"][-1]
     print(f"final CoM [{com[0]:+.6f}, {com[1]:+.6f}, {com[2]:+.6f}] m (world frame)"
           f"{'; no contacts, so a floating base falls freely' if _floating(model) else ''}")
@@ -352,8 +400,10 @@ SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5")
 def cmd_simulate(args) -> int:
     """``mbjax simulate MODEL``: passive motion with :func:`mbjax.simulate` (adaptive diffrax)."""
     import diffrax
+    import jax
     import numpy as np
 
+    from .contact import WithContacts
     from .simulation import simulate
 
     if (args.plot or args.animate) and not _have_matplotlib():
@@ -362,13 +412,15 @@ def cmd_simulate(args) -> int:
         return 1
     model, source = load_model(args.model, args.floating_base, args.mimic)
     print(model_summary(model, source))
-    q0, qd0 = initial_state(model, args.seed, args.amplitude)
+    stops = joint_stops(model, not args.no_limits)
+    q0, qd0 = initial_state(model, args.seed, args.amplitude, within_limits=stops is not None)
     solver = {"tsit5": diffrax.Tsit5, "dopri5": diffrax.Dopri5, "dopri8": diffrax.Dopri8,
               "kvaerno5": diffrax.Kvaerno5}[args.solver]()
     print(f"simulate  {args.duration:g} s of passive motion, method {args.method!r}, diffrax {args.solver}, "
           f"rtol = atol = {args.rtol:g}")
     t0 = time.perf_counter()
-    traj = simulate(model, q0, qd0, 0.0, args.duration, method=args.method, solver=solver, rtol=args.rtol,
+    method = args.method if stops is None else WithContacts(dynamics=args.method, limits=stops)
+    traj = simulate(model, q0, qd0, 0.0, args.duration, method=method, solver=solver, rtol=args.rtol,
                     atol=args.rtol, energy=True, progress=not args.quiet)
     E, W = np.asarray(traj.energy), np.asarray(traj.work)
     wall = time.perf_counter() - t0
@@ -376,8 +428,9 @@ def cmd_simulate(args) -> int:
           f"{wall:.2f} s wall including compilation")
     print(f"energy    initial {E[0]:.12g} J, final {E[-1]:.12g} J; work of joint springs and dampers {W[-1]:.6g} J "
           f"(dissipated {0.0 - W[-1]:.6g} J)")
-    print(f"balance   E(t) - E(0) - work(t): largest relative drift {np.abs(E - E[0] - W).max() / max(abs(E[0]), 1e-300):.3e} "
-          "(integration error)")
+    e0 = max(abs(E[0]), 1e-300)
+    stored = None if stops is None else np.asarray(jax.vmap(stops.energy)(traj.q))
+    print(energy_balance(E, W, e0, stops, traj.q, stored))
     if args.plot:
         traj.plot(args.plot, model=model)
         print(f"plot      {os.path.abspath(args.plot)}")
@@ -434,6 +487,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--seed", type=SEED, default=0, help="seed of the initial state (default: %(default)s)")
     demo.add_argument("--amplitude", type=AMPLITUDE, default=1.0,
                       help="initial joint displacement (rad) and velocity scale (default: %(default)s)")
+    demo.add_argument("--no-limits", action="store_true", help="no stops at the joint limits of the model's file")
     demo.add_argument("--plot", metavar="OUT.png", help="save joint positions and energies over time (needs matplotlib)")
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.set_defaults(func=cmd_demo, parser=demo)
@@ -453,6 +507,7 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--seed", type=SEED, default=0, help="seed of the initial state (default: %(default)s)")
     sim.add_argument("--amplitude", type=AMPLITUDE, default=1.0,
                      help="initial joint displacement (rad) and velocity scale (default: %(default)s)")
+    sim.add_argument("--no-limits", action="store_true", help="no stops at the joint limits of the model's file")
     sim.add_argument("--plot", metavar="OUT.png", help="save positions, velocities and energy drift (needs matplotlib)")
     sim.add_argument("--animate", metavar="OUT.gif", help="save a 3-D animation of the motion, .gif or .mp4 "
                                                          "(needs matplotlib; .mp4 needs ffmpeg)")

@@ -2,6 +2,8 @@
 and the compliant model against closed forms (static equilibrium, the restitution of a linear
 spring-damper, a block sliding or creeping on a slope)."""
 
+import re
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -227,6 +229,58 @@ def test_panda_fingers_stay_within_their_stops():
     assert fingers.min() >= -bound and fingers.max() <= 0.04 + bound
     free = mbjax.simulate(model, q0, qd0, 0.0, 1.0)  # without the stops they leave their range
     assert np.asarray(free.q[:, 7:]).max() > 0.04 + 10 * bound or np.asarray(free.q[:, 7:]).min() < -10 * bound
+
+
+def test_default_stops_are_critically_damped_on_each_coordinates_inertia():
+    """Without a law every stop is k = I / T^2, c = 2 I / T with I the coordinate's apparent
+    inertia 1 / (M^-1)_jj at the neutral configuration: on a wheel I is its inertia about the
+    axis, and it leaves its stop at the linear law's closed-form restitution; on the panda I
+    is Pinocchio's."""
+    T = contact.limits.TIME_CONSTANT
+    b = mbjax.ModelBuilder("wheel", gravity=(0.0, 0.0, 0.0))
+    b.add_body("wheel", joint="revolute", axis=(0, 0, 1), mass=1.0, inertia=np.diag([0.3, 0.3, 0.5]),
+               lower=-1.0, upper=0.5)
+    wheel = contact.joint_limits(b.build())
+    np.testing.assert_allclose([wheel.law.stiffness[0], wheel.law.damping[0]], [0.5 / T**2, 1.0 / T], rtol=1e-13)
+    traj = mbjax.simulate(b.build(), jnp.asarray([0.49]), jnp.asarray([2.0]), 0.0, 0.05,
+                          method=contact.WithContacts(limits=wheel), rtol=1e-11, atol=1e-11, saveat=[0.05])
+    law = contact.SpringDamper(0.5 / T**2, 1.0 / T)
+    np.testing.assert_allclose(traj.qd[-1, 0], -2.0 * float(law.restitution(0.5)), rtol=1e-7)
+    assert float(law.restitution(0.5)) == pytest.approx(np.exp(-2.0), rel=1e-15)  # critical damping
+    # overdamped (twice critical): the closed form against the simulated bounce
+    heavy = contact.JointLimits((0,), (0,), (0,), (0,), jnp.asarray([-1.0]), jnp.asarray([0.5]),
+                                contact.SpringDamper(0.5 / T**2, 2.0 / T))
+    traj = mbjax.simulate(b.build(), jnp.asarray([0.49]), jnp.asarray([2.0]), 0.0, 0.05,
+                          method=contact.WithContacts(limits=heavy), rtol=1e-11, atol=1e-11, saveat=[0.05])
+    np.testing.assert_allclose(traj.qd[-1, 0], -2.0 * float(heavy.law.restitution(0.5)), rtol=1e-7)
+
+    pin = pytest.importorskip("pinocchio", reason="Pinocchio (in the test extra) is the reference mass matrix")
+    model = mbjax.load_example_robot("panda")
+    reference = pin.buildModelFromUrdf(str(mbjax.example_robot_path("panda")))
+    reference.armature[:] = np.asarray(model.armature)
+    M = pin.crba(reference, reference.createData(), np.asarray(mbjax.neutral(model)))
+    inertia = 1.0 / np.diag(np.linalg.inv(np.triu(M) + np.triu(M, 1).T))
+    law = contact.stops(model)
+    np.testing.assert_allclose(np.asarray(law.stiffness), inertia / T**2, rtol=1e-10)
+    np.testing.assert_allclose(np.asarray(law.damping), 2 * inertia / T, rtol=1e-10)
+    with pytest.raises(ValueError, match="time_constant must be a positive number"):
+        contact.stops(model, 0.0)
+
+
+def test_cli_puts_stops_at_the_limits_of_the_models_file(capsys):
+    """``mbjax simulate panda`` (issue: the fingers slid 8 m): stops on by default, with the
+    motion's excursion past them and the energy balance with their stored energy reported;
+    ``--no-limits`` turns them off."""
+    from mbjax import cli
+
+    assert cli.main(["simulate", "panda", "--duration", "0.5", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    past = float(re.search(r"went past them by at most (\S+)", out).group(1))
+    assert "stops     18 joint limits" in out and 0 < past < 0.2, out
+    assert float(re.search(r"rose by at most (\S+)", out).group(1)) < 1e-8  # the stops only take energy
+    assert cli.main(["simulate", "panda", "--duration", "0.5", "--quiet", "--no-limits"]) == 0
+    out = capsys.readouterr().out
+    assert "stops" not in out and float(re.search(r"largest relative drift (\S+)", out).group(1)) < 1e-6
 
 
 # ------------------------------------------------------------------------------------ from MJCF

@@ -67,13 +67,21 @@ class SpringDamper(_Law):
 
     def restitution(self, mass):
         """Coefficient of restitution of a point ``mass`` bouncing on the ground with this law
-        (no gravity, underdamped): contact ends when k d + c d' = 0, at w_d t = pi - atan(c w_d /
-        (k - c s)), with s = c / 2m and w_d = sqrt(k/m - s^2); e = -d'(t) / d'(0)."""
+        (no gravity): contact ends when k d + c d' = 0. With s = c / 2m and w^2 = k/m - s^2,
+        underdamped (w^2 > 0, w_d = w): at w_d t = pi - atan(c w_d / (k - c s)),
+        e = -exp(-s t) (cos w_d t - s / w_d sin w_d t); overdamped (b = sqrt(-w^2)): at
+        tanh(b t) = c b / (c s - k), e = -exp(-s t) (cosh b t - s / b sinh b t); critically damped:
+        e = exp(-2) (at s t = 2)."""
         k, c = self.stiffness, self.damping
         s = c / (2.0 * mass)
-        wd = jnp.sqrt(k / mass - s**2)
+        w2 = k / mass - s**2
+        under, over = w2 > 0, w2 < 0
+        wd, b = jnp.sqrt(jnp.where(under, w2, 1.0)), jnp.sqrt(jnp.where(over, -w2, 1.0))
         t = (jnp.pi - jnp.arctan2(c * wd, k - c * s)) / wd
-        return -jnp.exp(-s * t) * (jnp.cos(wd * t) - s / wd * jnp.sin(wd * t))
+        e_under = -jnp.exp(-s * t) * (jnp.cos(wd * t) - s / wd * jnp.sin(wd * t))
+        t = jnp.arctanh(jnp.where(over, c * b / (c * s - k), 0.5)) / b
+        e_over = -jnp.exp(-s * t) * (jnp.cosh(b * t) - s / b * jnp.sinh(b * t))
+        return jnp.where(under, e_under, jnp.where(over, e_over, jnp.exp(-2.0)))
 
 
 class HuntCrossley(_Law):

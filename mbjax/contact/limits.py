@@ -6,16 +6,28 @@ d = q - upper and the generalized force -f(d, qd) with f the normal law of
 :mod:`mbjax.contact.compliant` (zero when d <= 0); at ``lower``, d = lower - q and the force is
 +f(d, -qd). A joint of rotational inertia I (or mass) meeting its stop at speed w leaves it at
 e w with e = ``SpringDamper.restitution(I)`` when nothing else acts during the impact.
+
+Without a law, each coordinate gets its own critically damped linear stop of time constant T
+(as MuJoCo's soft limits, ``solref`` = (T, 1)): k = I / T^2, c = 2 I / T, with I the
+coordinate's apparent inertia 1 / (M^-1)_jj at the neutral configuration (the rest of the
+system free, armature included). Every stop then responds alike whatever the link's size: it
+gives way by tau T^2 / I under a load tau, and the motion into it dies out within a few T.
 """
 
 from __future__ import annotations
 
 import equinox as eqx
+import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..configuration import neutral
+from ..dynamics.crba import crba
 from ..model.model import Model
 from .compliant import HuntCrossley, SpringDamper
+
+#: the default stops' time constant (s)
+TIME_CONSTANT = 0.002
 
 
 class JointLimits(eqx.Module):
@@ -23,7 +35,8 @@ class JointLimits(eqx.Module):
 
     **Fields:** ``q_lower`` / ``q_upper`` (static): q indices of the coordinates with a finite
     lower / upper limit, ``v_lower`` / ``v_upper`` (static) their velocity indices; ``lower``,
-    ``upper``: the limits (leaves); ``law``: :class:`SpringDamper` or :class:`HuntCrossley`.
+    ``upper``: the limits (leaves); ``law``: :class:`SpringDamper` or :class:`HuntCrossley`,
+    its parameters scalars or one per velocity coordinate (nv,).
     """
 
     q_lower: tuple = eqx.field(static=True)
@@ -34,22 +47,40 @@ class JointLimits(eqx.Module):
     upper: jnp.ndarray
     law: SpringDamper | HuntCrossley
 
-    def torques(self, model: Model, q, qd):
-        """Generalized forces (nv,) of the stops."""
-        tau = jnp.zeros(model.nv, qd.dtype)
+    def _sides(self, q):
+        """(velocity indices, law, penetration, sign) of the upper and the lower stops."""
         for qi, vi, limit, sign in ((self.q_upper, self.v_upper, self.upper, 1.0),
                                     (self.q_lower, self.v_lower, self.lower, -1.0)):
             if qi:
-                d = sign * (q[np.asarray(qi)] - limit)
-                f = jnp.where(d > 0, self.law(d, sign * qd[np.asarray(vi)]), 0.0)
-                tau = tau.at[np.asarray(vi)].add(-sign * f)
+                vi = np.asarray(vi)
+                law = jax.tree.map(lambda x: x[vi] if jnp.ndim(x) == 1 else x, self.law)
+                yield vi, law, sign * (q[np.asarray(qi)] - limit), sign
+
+    def torques(self, model: Model, q, qd):
+        """Generalized forces (nv,) of the stops."""
+        tau = jnp.zeros(model.nv, qd.dtype)
+        for vi, law, d, sign in self._sides(q):
+            tau = tau.at[vi].add(-sign * jnp.where(d > 0, law(d, sign * qd[vi]), 0.0))
         return tau
 
+    def energy(self, q):
+        """The energy stored in the stops' springs at ``q`` (nq,)."""
+        return sum((jnp.sum(law.energy(d)) for _, law, d, _ in self._sides(q)), jnp.zeros((), q.dtype))
 
-def joint_limits(model: Model, law, joints=None) -> JointLimits:
+    def excursion(self, q):
+        """How far (rad or m) the configurations ``q`` (..., nq) pass the limits, at most (zero
+        inside them)."""
+        d = [jnp.max(sign * (q[..., np.asarray(qi)] - limit)) for qi, limit, sign in
+             ((self.q_upper, self.upper, 1.0), (self.q_lower, self.lower, -1.0)) if qi]
+        return jnp.maximum(jnp.max(jnp.stack(d)), 0.0)
+
+
+def joint_limits(model: Model, law=None, joints=None, *, time_constant: float = TIME_CONSTANT) -> JointLimits:
     """The stops of ``joints`` (names or indices; default: every revolute and prismatic joint
     with a finite limit) at the model's ``lower`` / ``upper`` (from URDF ``<limit>`` or MJCF
-    ``range``), with the normal ``law`` (e.g. ``SpringDamper(1e4, 50.0)``)."""
+    ``range``), with the normal ``law`` (e.g. ``SpringDamper(1e4, 50.0)``); default: each
+    coordinate critically damped with ``time_constant`` (:func:`stops`)."""
+    law = stops(model, time_constant) if law is None else law
     if joints is None:
         joints = [i for i, t in enumerate(model.joint_types) if t in ("revolute", "prismatic")]
     lower, upper = np.asarray(model.lower), np.asarray(model.upper)
@@ -69,3 +100,12 @@ def joint_limits(model: Model, law, joints=None) -> JointLimits:
     (ql, vl), (qu, vu) = sides["lower"], sides["upper"]
     return JointLimits(tuple(ql), tuple(vl), tuple(qu), tuple(vu), jnp.asarray(model.lower)[np.asarray(ql, int)],
                        jnp.asarray(model.upper)[np.asarray(qu, int)], law)
+
+
+def stops(model: Model, time_constant: float = TIME_CONSTANT) -> SpringDamper:
+    """Per-coordinate critically damped stops of ``time_constant`` T (s): k = I / T^2,
+    c = 2 I / T with I = 1 / (M^-1)_jj at the neutral configuration (the module docstring)."""
+    if not (np.isfinite(time_constant) and time_constant > 0):
+        raise ValueError(f"time_constant must be a positive number of seconds; got {time_constant}")
+    inertia = 1.0 / jnp.diag(jnp.linalg.inv(crba(model, neutral(model))))
+    return SpringDamper(inertia / time_constant**2, 2.0 * inertia / time_constant)
