@@ -93,6 +93,7 @@ SCRIPTS = {
     "pendulum_energy": (_example("pendulum_energy"), True, ""),
     "contact_bounce": (_example("contact_bounce"), True, ""),
     "quadruped_stand": (_example("quadruped_stand"), True, ""),
+    "batched_drops": (_example("batched_drops"), True, ""),
     "compare_pinocchio": (_example("compare_pinocchio"), HAS_ERD and HAS_PIN, "needs pinocchio and example-robot-data"),
     "notebook": (_notebook("quickstart"), HAS_ERD, "needs example-robot-data"),
     "readme": (["-c", README_RUNNER, str(ROOT / "README.md")], True, ""),
@@ -226,6 +227,15 @@ def test_contact_bounce_example(launched):
     assert abs(summary["slope_acceleration"] / summary["coulomb_acceleration"] - 1) < 1e-6
     ratios = np.divide(summary["apex_heights"][1:4], summary["apex_heights"][:3])
     assert np.all(ratios < summary["restitution"] ** 2) and np.all(ratios > 0.8 * summary["restitution"] ** 2), ratios
+
+
+def test_batched_drops_example(launched):
+    """Every ball of the batch leaves the floor as the closed-form damped oscillator says (to
+    the adaptive solver's accuracy across the touch-down, where the damping force jumps), and
+    a heavier ball bounces higher."""
+    s = _summary(launched, "batched_drops", "batched_drops.png")
+    assert s["balls"] == 64 and s["bounce_error"] < 1e-7, s
+    assert 0.05 < s["apex_light"] < s["apex_heavy"] < 0.5, s
 
 
 def test_quadruped_stand_example(launched):
