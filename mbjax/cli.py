@@ -20,6 +20,7 @@ import argparse
 import logging
 import math
 import os
+import re
 import sys
 import time
 
@@ -368,6 +369,12 @@ def cmd_demo(args) -> int:
     try:
         run = passive_run(model, q0, qd0, args.duration, args.dt, args.damping, progress=not args.quiet, stops=stops)
     except Exception as e:  # simulate's divergence check and mbjax's run-time NaN checks
+        unstable = re.search(r"unstable on the (.+?) \(.*Take dt0 <= (\S+) s", str(e))
+        if isinstance(e, ValueError) and unstable:  # simulate's check of the fixed step
+            print(f"mbjax demo: error: the {unstable.group(1)} make the fixed step --dt {args.dt:g} unstable; take "
+                  f"--dt {unstable.group(2)} or less, turn the stops off with --no-limits, or run `mbjax simulate` "
+                  "(adaptive steps)", file=sys.stderr)
+            return 1
         if "NaN or infinite" not in str(e) and "diverged" not in str(e):
             raise
         print(f"mbjax demo: error: the simulation diverged (the state became NaN or infinite); "

@@ -2,6 +2,7 @@
 and the compliant model against closed forms (static equilibrium, the restitution of a linear
 spring-damper, a block sliding or creeping on a slope)."""
 
+import math
 import re
 
 import jax
@@ -229,6 +230,49 @@ def test_gradient_through_a_standing_quadruped_matches_finite_differences():
         np.testing.assert_allclose(J[i, j], fd[i, j], rtol=1e-5, err_msg=f"output {i}, parameter {j}")
 
 
+def test_stability_functions_of_explicit_solvers():
+    """R(z) from the solvers' Butcher tableaus: Heun's and Bosh3's are the Taylor polynomials of
+    exp(z) of their order; the real stability intervals are Euler's 2 and Dopri5's 3.3066."""
+    import diffrax
+    from mbjax.simulation import stability
+
+    z = np.random.default_rng(0).normal(size=8) + 1j * np.random.default_rng(1).normal(size=8)
+    taylor = lambda z, p: sum(z**k / math.factorial(k) for k in range(p + 1))  # noqa: E731
+    for solver, order in ((diffrax.Heun(), 2), (diffrax.Bosh3(), 3)):
+        np.testing.assert_allclose(stability.stability_function(solver)(z), taylor(z, order), rtol=1e-13)
+    euler = stability.stability_function(diffrax.Euler())
+    # |R| <= 1 + 1e-12 counts as stable: 2 + 1e-12
+    assert stability.largest_stable_step(euler, [-1.0], 10.0) == pytest.approx(2.0, abs=2e-12)
+    dopri5 = stability.stability_function(diffrax.Dopri5())
+    assert stability.largest_stable_step(dopri5, [-1.0], 10.0) == pytest.approx(3.3066, abs=1e-4)
+    assert stability.stability_function(diffrax.Kvaerno5()) is None  # implicit: not checked
+
+
+def test_a_fixed_step_too_long_for_the_contact_is_refused():
+    """A fixed-step explicit solver that the contact's regularised friction (mu m g / (v_s m):
+    4905 1/s on a 1 kg ball) would make unstable is refused before the run, with the fix; at the
+    step the message suggests the run is stable."""
+    import diffrax
+
+    ball = _ball(1.0, offset=(0.0, 0.0, 0.0))
+    floor = contact.CompliantContact(contact.contact_points(ball, [("ball", contact.sphere(0.1))]),
+                                     contact.Plane.horizontal(0.0), contact.SpringDamper(1e4, 20.0),
+                                     contact.Friction(0.5, 1e-3))
+    rates = contact.WithContacts(floor).fast_rates(ball, jnp.asarray([0, 0, 0.5, 1, 0, 0, 0.0]))
+    np.testing.assert_allclose(rates["regularised friction"], [-0.5 * G / 1e-3], rtol=1e-12)
+    np.testing.assert_allclose(np.abs(rates["contact springs and dampers"]), [100.0, 100.0], rtol=1e-12)  # sqrt(k/m)
+    q0, fixed = jnp.asarray([0.0, 0.0, 0.099, 1.0, 0.0, 0.0, 0.0]), diffrax.ConstantStepSize()
+    qd0 = jnp.asarray([0.2, 0.0, 0.0, 0.0, 0.0, 0.0])  # sliding
+    with pytest.raises(ValueError, match=r"Tsit5 at the fixed step dt0 = 0.001 s is unstable on the regularised "
+                                         r"friction .* Take dt0 <= (\S+) s, or an adaptive step") as info:
+        mbjax.simulate(ball, q0, qd0, 0.0, 0.05, method=contact.WithContacts(floor), stepsize_controller=fixed,
+                       dt0=1e-3)
+    safe = float(re.search(r"Take dt0 <= (\S+) s", str(info.value)).group(1))
+    traj = mbjax.simulate(ball, q0, qd0, 0.0, 0.05, method=contact.WithContacts(floor), stepsize_controller=fixed,
+                          dt0=safe)
+    assert np.all(np.isfinite(np.asarray(traj.qd))) and abs(float(traj.qd[-1, 0])) < 0.2
+
+
 # ---------------------------------------------------------------------------------- joint limits
 def test_joint_stop_restitution():
     """No gravity: a wheel turning at 2 rad/s meets its upper stop and leaves at -2 e rad/s."""
@@ -314,6 +358,10 @@ def test_cli_puts_stops_at_the_limits_of_the_models_file(capsys):
     assert cli.main(["simulate", "panda", "--duration", "0.5", "--quiet", "--no-limits"]) == 0
     out = capsys.readouterr().out
     assert "stops" not in out and float(re.search(r"largest relative drift (\S+)", out).group(1)) < 1e-6
+    # a fixed step the stops would make unstable is refused, with the step that is not
+    assert cli.main(["demo", "--model", "panda", "--dt", "0.01", "--duration", "0.1", "--quiet"]) == 1
+    err = capsys.readouterr().err
+    assert re.search(r"the joint stops make the fixed step --dt 0.01 unstable; take --dt \S+ or less", err), err
 
 
 # ------------------------------------------------------------------------------------ from MJCF

@@ -61,6 +61,10 @@ class SpringDamper(_Law):
     def __call__(self, depth, rate):
         return jnp.maximum(self.stiffness * depth + self.damping * rate, 0.0)
 
+    def linearised(self, load):
+        """(stiffness, damping) of the law about a static ``load``: k and c."""
+        return self.stiffness, self.damping
+
     def energy(self, depth):
         """The spring's stored energy k d^2 / 2 (zero apart)."""
         return 0.5 * self.stiffness * jnp.maximum(depth, 0.0) ** 2
@@ -100,6 +104,12 @@ class HuntCrossley(_Law):
     def __call__(self, depth, rate):
         d = jnp.maximum(depth, 0.0)
         return jnp.maximum(self.stiffness * d**self.exponent * (1.0 + 1.5 * self.dissipation * rate), 0.0)
+
+    def linearised(self, load):
+        """(stiffness, damping) of the law about a static ``load`` f, at the depth
+        d = (f / k)^(1/p): p f / d and 3/2 alpha f."""
+        depth = (load / self.stiffness) ** (1.0 / self.exponent)
+        return jnp.where(depth > 0, self.exponent * load / jnp.where(depth > 0, depth, 1.0), 0.0), 1.5 * self.dissipation * load
 
     def energy(self, depth):
         """The elastic part's stored energy k d^(p+1) / (p+1) (zero apart)."""
@@ -164,6 +174,37 @@ class CompliantContact(eqx.Module):
         """World centres (k, 3) of the candidate spheres, from the bodies' poses."""
         body = np.asarray(self.points.body)
         return jnp.einsum("kij,kj->ki", tk.R[body], self.points.position) + tk.p[body]
+
+    def rates(self, model: Model, q, inverse_mass) -> dict:
+        """Eigenvalue estimates (1/s) of the contacts' fastest motions at ``q``, every candidate
+        as if touching under an equal share of the model's weight: the normal law linearised
+        (:meth:`SpringDamper.linearised`) on the candidate's apparent mass along the normal,
+        1 / (n^T J M^-1 J^T n), and the friction's rate mu f / (v_s m_t) on its smallest
+        apparent mass across it (``inverse_mass``: M^-1 at ``q``)."""
+        tk = tree_kinematics(model, q)
+        body = np.asarray(self.points.body)
+        centres = self._centres(tk)
+
+        def velocities(qd):
+            v = body_velocities_from(model, tk, qd)[body]
+            return v[:, :3] + jnp.cross(v[:, 3:], centres)
+
+        J = np.asarray(jax.jacfwd(velocities)(jnp.zeros(model.nv, q.dtype)))  # (k, 3, nv)
+        inverse = J @ inverse_mass @ np.swapaxes(J, 1, 2)  # (k, 3, 3): inverse apparent masses
+        n = np.asarray(self.ground.normal)
+        moving = n @ inverse @ n > 0
+        load = float(np.sum(np.asarray(model.mass)) * np.linalg.norm(np.asarray(model.gravity))) / len(self.points)
+        k, c = (np.broadcast_to(np.asarray(x, float), moving.shape) for x in self.normal.linearised(load))
+        m = 1.0 / np.where(moving, n @ inverse @ n, 1.0)
+        root = np.sqrt(c**2 - 4 * m * k + 0j)
+        rates = {"contact springs and dampers": np.concatenate([((-c - root) / (2 * m))[moving],
+                                                                 ((-c + root) / (2 * m))[moving]])}
+        if self.friction is not None:
+            across = np.eye(3) - np.outer(n, n)
+            fastest = np.linalg.eigvalsh(across @ inverse @ across)[:, -1]
+            rates["regularised friction"] = -(np.asarray(self.friction.coefficient) * load / np.asarray(self.friction.speed)
+                                              * fastest)[moving] + 0j
+        return rates
 
     def wrenches(self, model: Model, q, qd):
         """Body wrenches (nbodies, 6): force and moment about the body origin, in body axes

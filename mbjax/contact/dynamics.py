@@ -3,7 +3,11 @@ formulation, with contacts and limits."""
 
 from __future__ import annotations
 
+import jax.numpy as jnp
+import numpy as np
+
 from ..checks import check_external_force_shape, check_shapes
+from ..dynamics.crba import crba
 from ..dynamics.protocol import Dynamics
 from ..methods import as_dynamics
 from ..model.model import Model
@@ -40,6 +44,17 @@ class WithContacts(Dynamics):
             (q,), (qd, tau) = check_shapes(model, q, qd=qd, tau=tau)
             f_ext = None if f_ext is None else check_external_force_shape(model, f_ext)
         return self.forward(model, q, qd, tau, f_ext)
+
+    def fast_rates(self, model: Model, q) -> dict:
+        """The contacts' and stops' fastest motions at ``q`` (:meth:`CompliantContact.rates`,
+        :meth:`JointLimits.rates`) and those of the wrapped formulation."""
+        inverse_mass = np.linalg.inv(np.asarray(crba(model, q)))
+        rates = dict(self.dynamics.fast_rates(model, q))
+        if self.contact is not None:
+            rates |= self.contact.rates(model, jnp.asarray(q), inverse_mass)
+        if self.limits is not None:
+            rates["joint stops"] = self.limits.rates(inverse_mass)
+        return rates
 
     def forward(self, model: Model, q, qd, tau, f_ext):
         if self.limits is not None:

@@ -47,14 +47,18 @@ class JointLimits(eqx.Module):
     upper: jnp.ndarray
     law: SpringDamper | HuntCrossley
 
-    def _sides(self, q):
-        """(velocity indices, law, penetration, sign) of the upper and the lower stops."""
+    def _stops(self):
+        """(q indices, velocity indices, limits, sign, law) of the upper and the lower stops."""
         for qi, vi, limit, sign in ((self.q_upper, self.v_upper, self.upper, 1.0),
                                     (self.q_lower, self.v_lower, self.lower, -1.0)):
             if qi:
                 vi = np.asarray(vi)
-                law = jax.tree.map(lambda x: x[vi] if jnp.ndim(x) == 1 else x, self.law)
-                yield vi, law, sign * (q[np.asarray(qi)] - limit), sign
+                yield np.asarray(qi), vi, limit, sign, jax.tree.map(lambda x: x[vi] if jnp.ndim(x) == 1 else x, self.law)
+
+    def _sides(self, q):
+        """(velocity indices, law, penetration, sign) of the upper and the lower stops."""
+        for qi, vi, limit, sign, law in self._stops():
+            yield vi, law, sign * (q[qi] - limit), sign
 
     def torques(self, model: Model, q, qd):
         """Generalized forces (nv,) of the stops."""
@@ -63,6 +67,18 @@ class JointLimits(eqx.Module):
             tau = tau.at[vi].add(-sign * jnp.where(d > 0, law(d, sign * qd[vi]), 0.0))
         return tau
 
+    def rates(self, inverse_mass):
+        """Eigenvalue estimates (1/s) of the stops' motions: each coordinate's law linearised
+        (:meth:`SpringDamper.linearised`, unloaded) on its apparent inertia 1 / (M^-1)_jj
+        (``inverse_mass``: M^-1 at the configuration)."""
+        out = []
+        for _, vi, _, _, law in self._stops():
+            k, c = (np.broadcast_to(np.asarray(x, float), vi.shape) for x in law.linearised(0.0))
+            m = 1.0 / np.diag(inverse_mass)[vi]
+            root = np.sqrt(c**2 - 4 * m * k + 0j)
+            out += [(-c - root) / (2 * m), (-c + root) / (2 * m)]
+        return np.concatenate(out)
+
     def energy(self, q):
         """The energy stored in the stops' springs at ``q`` (nq,)."""
         return sum((jnp.sum(law.energy(d)) for _, law, d, _ in self._sides(q)), jnp.zeros((), q.dtype))
@@ -70,8 +86,7 @@ class JointLimits(eqx.Module):
     def excursion(self, q):
         """How far (rad or m) the configurations ``q`` (..., nq) pass the limits, at most (zero
         inside them)."""
-        d = [jnp.max(sign * (q[..., np.asarray(qi)] - limit)) for qi, limit, sign in
-             ((self.q_upper, self.upper, 1.0), (self.q_lower, self.lower, -1.0)) if qi]
+        d = [jnp.max(sign * (q[..., qi] - limit)) for qi, _, limit, sign, _ in self._stops()]
         return jnp.maximum(jnp.max(jnp.stack(d)), 0.0)
 
 

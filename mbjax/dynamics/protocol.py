@@ -45,6 +45,13 @@ class Dynamics(eqx.Module):
         q, qd, tau = check_state(model, q, qd=qd, tau=tau)
         return check_accelerations(self.forward(model, q, qd, tau, check_external_forces(model, f_ext)))
 
+    def fast_rates(self, model: Model, q) -> dict:
+        """Estimates of the fastest motions this formulation adds near ``q`` (concrete): a dict
+        from what makes them (e.g. ``"contact springs"``) to complex eigenvalues (1/s), which
+        :func:`mbjax.simulate` checks a fixed-step explicit solver against
+        (:mod:`mbjax.simulation.stability`). None here."""
+        return {}
+
     def unchecked(self) -> "Dynamics":
         """The same formulation with ``checked=False``."""
         return dataclasses.replace(self, checked=False)

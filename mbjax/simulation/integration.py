@@ -13,6 +13,7 @@ import optimistix as optx
 from ..checks import check_nonnegative, check_state, default_tolerance
 from ..configuration import normalize
 from ..model.model import Model
+from . import stability
 from .trajectory import Trajectory, diagnose
 from ..methods import as_dynamics
 from .vector_field import vector_field
@@ -163,6 +164,11 @@ def simulate(
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     dt0 = None if dt0 is None else jnp.asarray(dt0, dtype)
     rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)  # traced too
+    if isinstance(stepsize_controller, diffrax.ConstantStepSize) and dt0 is not None and not any(
+            isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((model, q0, dt0))):
+        # a fixed-step explicit solver must be stable on the formulation's fastest motions
+        stability.check(diffrax.Tsit5() if solver is None else solver, float(dt0),
+                        as_dynamics(method).fast_rates(model, jnp.asarray(q0, dtype)))
     try:
         traj, diverged = _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_controller, rtol,
                                    atol, dt0, saveat, max_steps, event, adjoint, progress, energy, momentum, residual)
