@@ -2,7 +2,9 @@
 and the compliant model against closed forms (static equilibrium, the restitution of a linear
 spring-damper, a block sliding or creeping on a slope)."""
 
+import itertools
 import math
+import pathlib
 import re
 
 import jax
@@ -400,6 +402,69 @@ def test_mjcf_contacts_equal_mujoco():
             continue
         compared += _assert_equal_to_mujoco(c, [con for con in d.contact[:d.ncon] if con.geom1 == 0])
     assert compared > 20
+
+
+def test_urdf_contacts_are_the_collision_geometries_pinocchio_reads():
+    """``contact.urdf_contacts`` on the panda: its boxes' corners and its meshes' convex hull
+    vertices, placed on the moving bodies, are where Pinocchio's collision model puts them at a
+    random configuration (1e-12), one candidate per hull vertex; bad input is refused."""
+    pin = pytest.importorskip("pinocchio", reason="Pinocchio (in the test extra) reads the collision geometries")
+    from scipy.spatial import ConvexHull
+
+    path = str(mbjax.example_robot_path("panda"))
+    model = mbjax.load_example_robot("panda")
+    cm = contact.urdf_contacts(model, path, contact.SpringDamper(1e4, 10.0), contact.Friction(0.8, 1e-3))
+    q = mbjax.random_configuration(model, jax.random.PRNGKey(3))
+    ours = np.asarray(cm._centres(mbjax.kinematics.tree_kinematics(model, q)))
+    shape = np.asarray(cm.points.shape)
+    reference = pin.buildModelFromUrdf(path)
+    share = next(str(d) for d in pathlib.Path(path).parents if (d / "example-robot-data").is_dir())
+    geometry = pin.buildGeomFromUrdf(reference, path, pin.COLLISION, [share])
+    data, gdata = reference.createData(), geometry.createData()
+    pin.forwardKinematics(reference, data, np.asarray(q))
+    pin.updateGeometryPlacements(reference, data, geometry, gdata)
+    moving = [i for i, g in enumerate(geometry.geometryObjects) if g.parentJoint != 0]
+    assert len(moving) == shape.max() + 1 == 16  # link0's is on the fixed base
+    for k, i in enumerate(moving):
+        g, placement = geometry.geometryObjects[i], gdata.oMg[i]
+        if hasattr(g.geometry, "halfSide"):
+            local = np.array(list(itertools.product((-1, 1), repeat=3))) * np.asarray(g.geometry.halfSide)
+        else:
+            vertices = np.asarray(g.geometry.vertices()) * np.asarray(g.meshScale)
+            local = vertices[ConvexHull(vertices).vertices]
+        world = local @ placement.rotation.T + placement.translation
+        mine = ours[shape == k]
+        assert len(mine) == len(world), (g.name, len(mine), len(world))
+        gap = np.linalg.norm(mine[:, None] - world[None], axis=-1).min(axis=1).max()
+        assert gap < 1e-12, (g.name, gap)
+    with pytest.raises(FileNotFoundError, match="pass the folder that holds its package"):
+        contact.urdf_contacts(model, open(path).read(), contact.SpringDamper(1e4, 10.0))
+
+
+def test_mjcf_mesh_contacts_are_its_hull_vertices():
+    """A mesh geom (a cube's corners and its centre) gets the cube's eight corners as
+    candidates: the vertices of its hull, in MuJoCo's placement of the geom."""
+    mujoco = _mujoco()
+    corners = np.array(list(itertools.product((-0.1, 0.1), repeat=3)))
+    vertex = " ".join(f"{x:g}" for x in np.concatenate([corners, np.zeros((1, 3))]).ravel())
+    xml = f"""<mujoco><asset><mesh name="cube" vertex="{vertex}"/></asset><worldbody>
+      <geom type="plane" size="1 1 0.1"/>
+      <body name="b" pos="0 0 1"><freejoint/><geom type="mesh" mesh="cube" pos="0.05 0 0" euler="10 20 30"/></body>
+    </worldbody></mujoco>"""
+    model = mbjax.load_mjcf(xml)
+    cm = contact.mjcf_contacts(model, xml, contact.SpringDamper(1e4, 10.0))
+    q = mbjax.random_configuration(model, jax.random.PRNGKey(4))
+    ours = np.asarray(cm._centres(mbjax.kinematics.tree_kinematics(model, q)))
+    m = mujoco.MjModel.from_xml_string(xml)
+    d = mujoco.MjData(m)
+    d.qpos[:] = np.asarray(q)
+    mujoco.mj_forward(m, d)
+    # MuJoCo stores mesh vertices in float32: its corners are 0.1 to 1.5e-9
+    local = np.asarray(m.mesh_vert, float)
+    local = local[np.all(np.abs(np.abs(local) - 0.1) < 1e-6, axis=1)]  # the corners, not the centre
+    world = local @ d.geom_xmat[1].reshape(3, 3).T + d.geom_xpos[1]
+    assert len(ours) == len(local) == 8
+    assert np.linalg.norm(ours[:, None] - world[None], axis=-1).min(axis=1).max() < 1e-12
 
 
 def test_mjcf_contacts_refuse_what_they_cannot_model():

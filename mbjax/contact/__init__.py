@@ -14,10 +14,11 @@ from .dynamics import WithContacts
 from .ground import Contacts, Plane, plane_contacts
 from .limits import JointLimits, joint_limits, stops
 from .mjcf import mjcf_contacts
-from .shapes import ContactPoints, box, capsule, contact_points, frame_points, point, sphere
+from .urdf import urdf_contacts
+from .shapes import ContactPoints, box, capsule, contact_points, frame_points, mesh, point, sphere
 
 __all__ = [
     "CompliantContact", "ContactPoints", "Contacts", "Friction", "HuntCrossley", "JointLimits", "Plane", "SpringDamper",
     "WithContacts", "box", "capsule", "contact_points", "frame_points", "joint_limits", "mjcf_contacts", "stops",
-    "plane_contacts", "point", "sphere",
+    "mesh", "plane_contacts", "point", "sphere", "urdf_contacts",
 ]

@@ -11,7 +11,7 @@ from ..model.mjcf import compile_mjcf, import_mujoco
 from ..model.model import Model
 from .compliant import CompliantContact, Friction
 from .ground import Plane
-from .shapes import box, capsule, contact_points, point, sphere
+from .shapes import box, capsule, contact_points, mesh, sphere
 
 
 def _rotation(mujoco, quat):
@@ -30,7 +30,7 @@ def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool =
     ``MjModel``) loaded as ``model`` (by :func:`mbjax.load_mjcf`).
 
     Its first plane geom in the world body is the ground; its spheres, capsules and boxes on
-    moving bodies become shapes (:mod:`mbjax.contact.shapes`) and meshes their vertices;
+    moving bodies become shapes (:mod:`mbjax.contact.shapes`), meshes by their hulls' vertices;
     cylinders and ellipsoids are left out with a warning. With ``filters``, a geom is kept only
     when MuJoCo would let it collide with the ground (``contype`` / ``conaffinity``); friction
     is MuJoCo's rule for a pair, the larger sliding coefficient of the geom and the ground.
@@ -68,10 +68,8 @@ def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool =
         elif kind == geom.mjGEOM_BOX:
             shape = box(size, R, t)
         elif kind == geom.mjGEOM_MESH:
-            mesh = m.geom_dataid[g]
-            vertices = m.mesh_vert[m.mesh_vertadr[mesh]: m.mesh_vertadr[mesh] + m.mesh_vertnum[mesh]]
-            corners = [point(R @ v + t) for v in vertices]
-            shape = (np.concatenate([c[0] for c in corners]), np.zeros(len(corners)))
+            i = m.geom_dataid[g]
+            shape = mesh(m.mesh_vert[m.mesh_vertadr[i]: m.mesh_vertadr[i] + m.mesh_vertnum[i]], R, t)
         else:
             skipped.append(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}")
             continue

@@ -15,6 +15,7 @@ import itertools
 import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
+from scipy.spatial import ConvexHull, QhullError
 
 from ..model.model import Model
 
@@ -79,6 +80,21 @@ def box(half_sizes, rotation=None, translation=None):
         _positive("every half size of a box", h)
     corners = np.array(list(itertools.product((-1.0, 1.0), repeat=3))) * hs
     return corners @ R.T + t, np.zeros(8)
+
+
+def mesh(vertices, rotation=None, translation=None, scale=(1.0, 1.0, 1.0)):
+    """A mesh with ``vertices`` (n, 3), ``scale``d along the axes of its frame (``rotation``,
+    ``translation``), by the vertices of its convex hull: the only points of it that can touch a
+    plane first (MuJoCo collides meshes by their hulls too). A flat mesh keeps all its vertices."""
+    R, t = _placement(rotation, translation)
+    v = np.asarray(vertices, float) * np.asarray(scale, float)
+    if v.ndim != 2 or v.shape[1] != 3 or len(v) == 0 or not np.all(np.isfinite(v)):
+        raise ValueError(f"a mesh needs finite vertices of shape (n, 3); got shape {v.shape}")
+    try:
+        v = v[np.sort(ConvexHull(v).vertices)]
+    except QhullError:  # flat, or fewer than four points
+        v = np.unique(v, axis=0)
+    return v @ R.T + t, np.zeros(len(v))
 
 
 def point(position):
