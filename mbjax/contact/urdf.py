@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 
 from ..model.model import Model
-from ..model.urdf import URDFError, _floats, _origin, _read
+from ..model.urdf import URDFError, origin_placement, parse_floats, read_urdf
 from .compliant import CompliantContact
 from .ground import Plane
 from .shapes import box, contact_points, mesh, sphere
@@ -32,7 +32,7 @@ def urdf_contacts(model: Model, source, normal, friction=None, ground: Plane | N
     None) are given. A mesh ``package://NAME/path`` is looked up in ``package_dirs`` and in the
     folders above the URDF file (e.g. ``.../share`` for example-robot-data).
     """
-    robot = _read(source)
+    robot = read_urdf(source)
     here = Path(str(source)).resolve().parent if os.path.exists(str(source)) else None
     search = [Path(d) for d in package_dirs] + ([] if here is None else [here, *here.parents])
     shapes, skipped = [], []
@@ -45,18 +45,18 @@ def urdf_contacts(model: Model, source, normal, friction=None, ground: Plane | N
         Rf, pf = np.asarray(model.frame_rotation[f]), np.asarray(model.frame_translation[f])
         for k, collision in enumerate(link.findall("collision")):
             what = f"collision {k} of link {name!r}"
-            Rc, tc = _origin(collision, what)
+            Rc, tc = origin_placement(collision, what)
             R, t = Rf @ Rc, Rf @ tc + pf
             geometry = collision.find("geometry")
             kind = None if geometry is None or len(geometry) == 0 else geometry[0]
             if kind is None:
                 raise URDFError(f"{what} has no <geometry>")
             if kind.tag == "sphere":
-                shape = sphere(_floats(kind.get("radius") or "", 1, f"sphere radius of {what}")[0], t)
+                shape = sphere(parse_floats(kind.get("radius") or "", 1, f"sphere radius of {what}")[0], t)
             elif kind.tag == "box":
-                shape = box(0.5 * _floats(kind.get("size") or "", 3, f"box size of {what}"), R, t)
+                shape = box(0.5 * parse_floats(kind.get("size") or "", 3, f"box size of {what}"), R, t)
             elif kind.tag == "mesh":
-                scale = _floats(kind.get("scale", "1 1 1"), 3, f"mesh scale of {what}")
+                scale = parse_floats(kind.get("scale", "1 1 1"), 3, f"mesh scale of {what}")
                 shape = mesh(stl_vertices(_mesh_path(kind.get("filename"), search, here, what)), R, t, scale)
             else:
                 skipped.append(f"{name}/{kind.tag}")

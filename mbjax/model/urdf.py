@@ -59,7 +59,7 @@ def rpy_to_rotation(rpy):
     )
 
 
-def _floats(text, n, what, finite=True):
+def parse_floats(text, n, what, finite=True):
     """``n`` numbers from ``text``, finite unless ``finite`` is False (a caller that checks them)."""
     try:
         vals = [float(x) for x in text.split()]
@@ -86,12 +86,13 @@ def _number(elem, key, what, default=None):
     return value
 
 
-def _origin(elem, what):
+def origin_placement(elem, what):
+    """The rotation (3, 3) and translation (3,) of ``elem``'s ``<origin>`` (identity without one)."""
     o = elem.find("origin") if elem is not None else None
     if o is None:
         return np.eye(3), np.zeros(3)
-    xyz = _floats(o.get("xyz", "0 0 0"), 3, f"origin xyz of {what}")
-    rpy = _floats(o.get("rpy", "0 0 0"), 3, f"origin rpy of {what}")
+    xyz = parse_floats(o.get("xyz", "0 0 0"), 3, f"origin xyz of {what}")
+    rpy = parse_floats(o.get("rpy", "0 0 0"), 3, f"origin rpy of {what}")
     return rpy_to_rotation(rpy), xyz
 
 
@@ -116,12 +117,14 @@ def _inertial(link):
         raise URDFError(f"link {name!r}: inertial values must be numbers") from None
     if not np.all(np.isfinite([mass, ixx, ixy, ixz, iyy, iyz, izz])):
         raise URDFError(f"link {name!r}: inertial values must be finite")
-    R, c = _origin(inertial, f"inertial of link {name!r}")
+    R, c = origin_placement(inertial, f"inertial of link {name!r}")
     I = np.array([[ixx, ixy, ixz], [ixy, iyy, iyz], [ixz, iyz, izz]])
     return mass, c, R @ I @ R.T
 
 
-def _read(source):
+def read_urdf(source):
+    """The ``<robot>`` element of a URDF path or text (clear errors for a missing file, bad XML
+    or another root)."""
     text = str(source)
     if text.lstrip().startswith("<"):
         data = text
@@ -160,7 +163,7 @@ def load_urdf(source, floating_base: bool = False, mimic: str = "error", joint_o
         raise ValueError(f"mimic must be 'error' or 'independent', not {mimic!r}")
     if joint_order not in ("file", "pinocchio"):
         raise ValueError(f"joint_order must be 'file' or 'pinocchio', not {joint_order!r}")
-    robot = _read(source)
+    robot = read_urdf(source)
     links = {}
     for link in robot.findall("link"):
         name = link.get("name")
@@ -236,9 +239,9 @@ def _add_joint(builder, joint, links, mimic):
             "mimic='independent' to load it as an ordinary joint (Pinocchio's default)."
         )
     child = joint.find("child").get("link")
-    R, p = _origin(joint, f"joint {jname!r}")
+    R, p = origin_placement(joint, f"joint {jname!r}")
     axis_el = joint.find("axis")
-    axis = (_floats(axis_el.get("xyz", "1 0 0"), 3, f"axis of joint {jname!r}", finite=False) if axis_el is not None
+    axis = (parse_floats(axis_el.get("xyz", "1 0 0"), 3, f"axis of joint {jname!r}", finite=False) if axis_el is not None
             else np.array([1.0, 0, 0]))  # checked below, where it is used
     kind = _TYPES[jtype]
     if kind not in ("fixed", "free") and not (np.all(np.isfinite(axis)) and np.any(axis != 0)):
