@@ -219,16 +219,12 @@ def initial_state(model, seed: int = 0, amplitude: float = 1.0, within_limits: b
 
 def joint_stops(model, enabled: bool = True):
     """The stops at the joint limits the model's file declares (:func:`mbjax.contact.joint_limits`,
-    critically damped, time constant :data:`mbjax.contact.limits.TIME_CONSTANT`), or None (``enabled`` False, or no finite limit on
-    a revolute or prismatic joint)."""
-    import numpy as np
+    critically damped, time constant :data:`mbjax.contact.limits.TIME_CONSTANT`), or None
+    (``enabled`` False, or no finite limit on a revolute or prismatic joint)."""
+    from .contact.limits import joint_limits, limited_joints
 
-    from .contact import joint_limits
-
-    lower, upper = np.asarray(model.lower), np.asarray(model.upper)
-    limited = [i for i, t in enumerate(model.joint_types) if t in ("revolute", "prismatic")
-               and np.isfinite(np.concatenate([lower[model.q_slice(i)], upper[model.q_slice(i)]])).any()]
-    return joint_limits(model, joints=limited) if enabled and limited else None
+    joints = limited_joints(model) if enabled else []
+    return joint_limits(model, joints=joints) if joints else None
 
 
 def energy_balance(E, W, scale, stops=None, q=None, stored=None) -> str:

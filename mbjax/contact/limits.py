@@ -95,9 +95,7 @@ def joint_limits(model: Model, law=None, joints=None, *, time_constant: float = 
     with a finite limit) at the model's ``lower`` / ``upper`` (from URDF ``<limit>`` or MJCF
     ``range``), with the normal ``law`` (e.g. ``SpringDamper(1e4, 50.0)``); default: each
     coordinate critically damped with ``time_constant`` (:func:`stops`)."""
-    law = stops(model, time_constant) if law is None else law
-    if joints is None:
-        joints = [i for i, t in enumerate(model.joint_types) if t in ("revolute", "prismatic")]
+    joints = limited_joints(model) if joints is None else joints
     lower, upper = np.asarray(model.lower), np.asarray(model.upper)
     sides = {"lower": ([], []), "upper": ([], [])}
     for j in joints:
@@ -112,9 +110,17 @@ def joint_limits(model: Model, law=None, joints=None, *, time_constant: float = 
                 sides[side][1].append(vi)
     if not sides["lower"][0] and not sides["upper"][0]:
         raise ValueError("joint_limits: none of these joints has a finite limit (model.lower / model.upper)")
+    law = stops(model, time_constant) if law is None else law
     (ql, vl), (qu, vu) = sides["lower"], sides["upper"]
     return JointLimits(tuple(ql), tuple(vl), tuple(qu), tuple(vu), jnp.asarray(model.lower)[np.asarray(ql, int)],
                        jnp.asarray(model.upper)[np.asarray(qu, int)], law)
+
+
+def limited_joints(model: Model) -> list:
+    """Indices of the revolute and prismatic joints with a finite lower or upper limit."""
+    finite = np.isfinite(np.asarray(model.lower)) | np.isfinite(np.asarray(model.upper))
+    return [i for i, t in enumerate(model.joint_types)
+            if t in ("revolute", "prismatic") and finite[model.q_slice(i)].any()]
 
 
 def stops(model: Model, time_constant: float = TIME_CONSTANT) -> SpringDamper:
