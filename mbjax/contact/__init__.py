@@ -1,6 +1,6 @@
-"""Contacts with the ground: collision shapes on bodies, detection against a plane, and a
-compliant contact model that enters every formulation as external wrenches, and joint
-position limits enforced by the same laws.
+"""Contacts with the ground and between bodies: collision shapes on bodies, detection against a
+plane and between spheres and capsules, and a compliant contact model that enters every
+formulation as external wrenches, and joint position limits enforced by the same laws.
 
     points = contact.contact_points(model, [("FL_FOOT", contact.point((0, 0, 0))), ...])
     ground = contact.Plane.horizontal(0.0)
@@ -9,16 +9,18 @@ position limits enforced by the same laws.
     traj = mbjax.simulate(model, q0, qd0, 0.0, 2.0, method=contact.WithContacts(model_c))
 """
 
-from .compliant import CompliantContact, Friction, HuntCrossley, SpringDamper
+from .compliant import CompliantContact, Friction, HuntCrossley, PairContact, SpringDamper
 from .dynamics import WithContacts
 from .ground import Contacts, Plane, plane_contacts
 from .limits import JointLimits, joint_limits, stops
-from .mjcf import mjcf_contacts
+from .mjcf import mjcf_contacts, mjcf_pairs
+from .pairs import BodyPairs, body_pairs, segment_contacts
 from .urdf import urdf_contacts
 from .shapes import ContactPoints, box, capsule, contact_points, frame_points, mesh, point, sphere
 
 __all__ = [
-    "CompliantContact", "ContactPoints", "Contacts", "Friction", "HuntCrossley", "JointLimits", "Plane", "SpringDamper",
-    "WithContacts", "box", "capsule", "contact_points", "frame_points", "joint_limits", "mjcf_contacts", "stops",
-    "mesh", "plane_contacts", "point", "sphere", "urdf_contacts",
+    "BodyPairs", "CompliantContact", "ContactPoints", "Contacts", "Friction", "HuntCrossley", "JointLimits",
+    "PairContact", "Plane", "SpringDamper", "WithContacts", "body_pairs", "box", "capsule", "contact_points",
+    "frame_points", "joint_limits", "mjcf_contacts", "mjcf_pairs", "stops", "mesh", "plane_contacts", "point",
+    "segment_contacts", "sphere", "urdf_contacts",
 ]

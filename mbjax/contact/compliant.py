@@ -28,7 +28,8 @@ import numpy as np
 
 from ..kinematics import body_velocities_from, tree_kinematics
 from ..model.model import Model
-from .ground import Plane, plane_contacts
+from .ground import Contacts, Plane, plane_contacts
+from .pairs import BodyPairs
 from .shapes import ContactPoints
 
 
@@ -128,6 +129,42 @@ class Friction(_Law):
         return -(self.coefficient * normal_force / norm)[:, None] * slip
 
 
+def contact_forces(normal, friction, c: Contacts, u):
+    """Forces (k, 3) of the laws ``normal`` and ``friction`` (or None) at contacts ``c`` whose
+    second side moves at velocity ``u`` (k, 3) relative to the first at the contact point: the
+    depth rate is d' = -n . u (n . u is the same for every point on the normal line), the slip
+    u - (n . u) n; the force acts on the second side (the first gets its opposite)."""
+    rate = -jnp.sum(c.normal * u, axis=-1)
+    fn = jnp.where(c.depth > 0, normal(c.depth, rate), 0.0)
+    f = fn[:, None] * c.normal
+    if friction is not None:
+        f = f + friction(fn, u - jnp.sum(u * c.normal, axis=-1, keepdims=True) * c.normal)
+    return f
+
+
+def law_rates(model: Model, normal, friction, J, n, inverse_mass, keys=("contact springs and dampers", "regularised friction")) -> dict:
+    """Eigenvalue estimates (1/s) of the fastest motions of k contacts with normals ``n`` (k, 3)
+    whose relative velocities are ``J qd`` (J (k, 3, nv)), every one as if touching under an
+    equal share of the model's weight: the ``normal`` law linearised (:meth:`SpringDamper.linearised`)
+    on the apparent mass along the normal, 1 / (n^T J M^-1 J^T n), and the ``friction``'s rate
+    mu f / (v_s m_t) on the smallest apparent mass across it (``inverse_mass``: M^-1), under
+    the names ``keys``."""
+    inverse = J @ inverse_mass @ np.swapaxes(J, 1, 2)  # (k, 3, 3): inverse apparent masses
+    along = np.einsum("ki,kij,kj->k", n, inverse, n)
+    moving = along > 0
+    load = float(np.sum(np.asarray(model.mass)) * np.linalg.norm(np.asarray(model.gravity))) / len(n)
+    k, c = (np.broadcast_to(np.asarray(x, float), moving.shape) for x in normal.linearised(load))
+    m = 1.0 / np.where(moving, along, 1.0)
+    root = np.sqrt(c**2 - 4 * m * k + 0j)
+    rates = {keys[0]: np.concatenate([((-c - root) / (2 * m))[moving],
+                                                            ((-c + root) / (2 * m))[moving]])}
+    if friction is not None:
+        across = np.eye(3) - n[:, :, None] * n[:, None, :]
+        fastest = np.linalg.eigvalsh(across @ inverse @ across)[:, -1]
+        rates[keys[1]] = -(np.asarray(friction.coefficient) * load / np.asarray(friction.speed) * fastest)[moving] + 0j
+    return rates
+
+
 class CompliantContact(eqx.Module):
     """Contacts of a model's candidate spheres with the ground, as forces.
 
@@ -149,18 +186,9 @@ class CompliantContact(eqx.Module):
 
     def _forces(self, model, tk, qd):
         body = np.asarray(self.points.body)
-        centres = self._centres(tk)
-        c = plane_contacts(self.ground, centres, self.points.radius)
+        c = plane_contacts(self.ground, self._centres(tk), self.points.radius)
         v = body_velocities_from(model, tk, qd)[body]  # world frame: (velocity of the point at the origin, w)
-        v_centre = v[:, :3] + jnp.cross(v[:, 3:], centres)
-        rate = -jnp.sum(c.normal * v_centre, axis=-1)
-        fn = jnp.where(c.depth > 0, self.normal(c.depth, rate), 0.0)
-        f = fn[:, None] * c.normal
-        if self.friction is not None:
-            v_point = v[:, :3] + jnp.cross(v[:, 3:], c.point)
-            slip = v_point - jnp.sum(v_point * c.normal, axis=-1, keepdims=True) * c.normal
-            f = f + self.friction(fn, slip)
-        return c, f
+        return c, contact_forces(self.normal, self.friction, c, v[:, :3] + jnp.cross(v[:, 3:], c.point))
 
     def potential_energy(self, model: Model, q):
         """Energy stored in the contacts' springs: with the bodies' kinetic and potential
@@ -190,29 +218,78 @@ class CompliantContact(eqx.Module):
             return v[:, :3] + jnp.cross(v[:, 3:], centres)
 
         J = np.asarray(jax.jacfwd(velocities)(jnp.zeros(model.nv, q.dtype)))  # (k, 3, nv)
-        inverse = J @ inverse_mass @ np.swapaxes(J, 1, 2)  # (k, 3, 3): inverse apparent masses
-        n = np.asarray(self.ground.normal)
-        moving = n @ inverse @ n > 0
-        load = float(np.sum(np.asarray(model.mass)) * np.linalg.norm(np.asarray(model.gravity))) / len(self.points)
-        k, c = (np.broadcast_to(np.asarray(x, float), moving.shape) for x in self.normal.linearised(load))
-        m = 1.0 / np.where(moving, n @ inverse @ n, 1.0)
-        root = np.sqrt(c**2 - 4 * m * k + 0j)
-        rates = {"contact springs and dampers": np.concatenate([((-c - root) / (2 * m))[moving],
-                                                                 ((-c + root) / (2 * m))[moving]])}
-        if self.friction is not None:
-            across = np.eye(3) - np.outer(n, n)
-            fastest = np.linalg.eigvalsh(across @ inverse @ across)[:, -1]
-            rates["regularised friction"] = -(np.asarray(self.friction.coefficient) * load / np.asarray(self.friction.speed)
-                                              * fastest)[moving] + 0j
-        return rates
+        normals = np.broadcast_to(np.asarray(self.ground.normal), (len(body), 3))
+        return law_rates(model, self.normal, self.friction, J, normals, inverse_mass)
 
     def wrenches(self, model: Model, q, qd):
         """Body wrenches (nbodies, 6): force and moment about the body origin, in body axes
         (the ``f_ext`` of :func:`mbjax.aba` and of every formulation)."""
         tk = tree_kinematics(model, q)
         c, f = self._forces(model, tk, qd)
-        body = np.asarray(self.points.body)
-        moment = jnp.cross(c.point - tk.p[body], f)
-        world = jnp.zeros((model.nbodies, 6), f.dtype).at[body].add(jnp.concatenate([f, moment], -1))
-        # both halves into body axes: R^T f, R^T m
-        return jnp.einsum("bji,bkj->bki", tk.R, world.reshape(-1, 2, 3)).reshape(-1, 6)
+        return body_wrenches(model, tk, np.asarray(self.points.body), c.point, f)
+
+
+def body_wrenches(model: Model, tk, body, point, force):
+    """Body wrenches (nbodies, 6) in body axes of the world ``force`` (k, 3) acting at ``point``
+    (k, 3) on ``body`` (k,) (repeated bodies sum): force and moment about the body origin."""
+    moment = jnp.cross(point - tk.p[body], force)
+    world = jnp.zeros((model.nbodies, 6), force.dtype).at[body].add(jnp.concatenate([force, moment], -1))
+    # both halves into body axes: R^T f, R^T m
+    return jnp.einsum("bji,bkj->bki", tk.R, world.reshape(-1, 2, 3)).reshape(-1, 6)
+
+
+class PairContact(eqx.Module):
+    """Contacts between bodies, as forces: the pairs of spheres and capsules of ``pairs``
+    (:func:`mbjax.contact.body_pairs`) pushed apart by the ``normal`` law
+    (:class:`SpringDamper` or :class:`HuntCrossley`) on their depth, with ``friction``
+    (:class:`Friction`, its coefficient a scalar or one per pair; or None) on the relative slip
+    of the two bodies' material points at the contact. Each pair's force acts on both bodies at
+    the contact point, equal and opposite, so the system's momentum is conserved; the
+    spring's work is its energy (:meth:`potential_energy`) and the rest is dissipated. Every
+    number is a leaf (differentiable).
+    """
+
+    pairs: BodyPairs
+    normal: SpringDamper | HuntCrossley
+    friction: Friction | None = None
+
+    def forces(self, model: Model, q, qd):
+        """The pairs' contacts (:class:`mbjax.contact.Contacts`, normals from the first shape to
+        the second) and the force (p, 3) on each pair's second body, world frame (zero where
+        apart; the first body gets its opposite)."""
+        return self._forces(model, tree_kinematics(model, q), qd)
+
+    def _forces(self, model, tk, qd):
+        c = self.pairs.contacts(tk.R, tk.p)
+        return c, contact_forces(self.normal, self.friction, c, self._relative_velocities(model, tk, qd, c.point))
+
+    def _relative_velocities(self, model, tk, qd, point):
+        """Velocity (p, 3) of each pair's second body's material point at ``point`` relative to the first's."""
+        v = body_velocities_from(model, tk, qd)  # world frame: (velocity of the point at the origin, w)
+        first, second = (v[np.asarray(self.pairs.body)[np.asarray(side)]] for side in (self.pairs.first, self.pairs.second))
+        return second[:, :3] - first[:, :3] + jnp.cross(second[:, 3:] - first[:, 3:], point)
+
+    def potential_energy(self, model: Model, q):
+        """Energy stored in the pairs' springs (see :meth:`CompliantContact.potential_energy`)."""
+        tk = tree_kinematics(model, q)
+        return jnp.sum(self.normal.energy(self.pairs.contacts(tk.R, tk.p).depth))
+
+    def rates(self, model: Model, q, inverse_mass) -> dict:
+        """The fastest motions' eigenvalue estimates (:func:`law_rates`), every pair as if touching
+        at its current closest points."""
+        tk = tree_kinematics(model, q)
+        c = self.pairs.contacts(tk.R, tk.p)
+        J = np.asarray(jax.jacfwd(lambda qd: self._relative_velocities(model, tk, qd, c.point))(
+            jnp.zeros(model.nv, q.dtype)))
+        return law_rates(model, self.normal, self.friction, J, np.asarray(c.normal), inverse_mass,
+                         ("body-pair springs and dampers", "regularised friction between bodies"))
+
+    def wrenches(self, model: Model, q, qd):
+        """Body wrenches (nbodies, 6), force and moment about the body origin in body axes (the
+        ``f_ext`` of every formulation): each pair's force on its second body, its opposite on
+        its first."""
+        tk = tree_kinematics(model, q)
+        c, f = self._forces(model, tk, qd)
+        body = np.asarray(self.pairs.body)
+        return body_wrenches(model, tk, np.concatenate([body[np.asarray(self.pairs.second)], body[np.asarray(self.pairs.first)]]),
+                             jnp.concatenate([c.point, c.point]), jnp.concatenate([f, -f]))

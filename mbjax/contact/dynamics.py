@@ -11,7 +11,7 @@ from ..dynamics.crba import crba
 from ..dynamics.protocol import Dynamics
 from ..methods import as_dynamics
 from ..model.model import Model
-from .compliant import CompliantContact
+from .compliant import CompliantContact, PairContact
 from .limits import JointLimits
 
 
@@ -19,17 +19,23 @@ class WithContacts(Dynamics):
     """``dynamics`` (a name of :data:`mbjax.methods.METHODS` or an :class:`mbjax.Dynamics`,
     default ``"aba"``) with the wrenches of ``contact`` added to its ``f_ext`` and the torques
     of the joint stops ``limits`` (:func:`mbjax.contact.joint_limits`) to its ``tau``; either
-    may be None. Pass it as ``method`` to :func:`mbjax.simulate`, :func:`mbjax.simulate_batch`,
-    :func:`mbjax.forward_dynamics` or a trajectory problem."""
+    may be None. ``contact``: a :class:`CompliantContact` (with the ground), a
+    :class:`PairContact` (between bodies), or a list of them. Pass it as ``method`` to
+    :func:`mbjax.simulate`, :func:`mbjax.simulate_batch`, :func:`mbjax.forward_dynamics` or a
+    trajectory problem."""
 
-    contact: CompliantContact | None
+    contact: tuple
     limits: JointLimits | None
     dynamics: Dynamics
 
-    def __init__(self, contact: CompliantContact | None = None, dynamics="aba", *, limits: JointLimits | None = None,
-                 checked: bool = True):
-        if contact is None and limits is None:
+    def __init__(self, contact=None, dynamics="aba", *, limits: JointLimits | None = None, checked: bool = True):
+        contact = () if contact is None else tuple(contact) if isinstance(contact, (list, tuple)) else (contact,)
+        if not contact and limits is None:
             raise ValueError("WithContacts needs a contact model, joint limits, or both")
+        for c in contact:
+            if not isinstance(c, (CompliantContact, PairContact)):
+                raise TypeError(f"contact must be a contact.CompliantContact, a contact.PairContact or a list of them; "
+                                f"got {type(c).__name__}")
         self.contact = contact
         self.limits = limits
         self.dynamics = as_dynamics(dynamics).unchecked()
@@ -50,8 +56,8 @@ class WithContacts(Dynamics):
         :meth:`JointLimits.rates`) and those of the wrapped formulation."""
         inverse_mass = np.linalg.inv(np.asarray(crba(model, q)))
         rates = dict(self.dynamics.fast_rates(model, q))
-        if self.contact is not None:
-            rates |= self.contact.rates(model, jnp.asarray(q), inverse_mass)
+        for c in self.contact:
+            rates |= c.rates(model, jnp.asarray(q), inverse_mass)
         if self.limits is not None:
             rates["joint stops"] = self.limits.rates(inverse_mass)
         return rates
@@ -59,7 +65,7 @@ class WithContacts(Dynamics):
     def forward(self, model: Model, q, qd, tau, f_ext):
         if self.limits is not None:
             tau = tau + self.limits.torques(model, q, qd)
-        if self.contact is not None:
-            f = self.contact.wrenches(model, q, qd)
+        for c in self.contact:
+            f = c.wrenches(model, q, qd)
             f_ext = f if f_ext is None else f_ext + f
         return self.dynamics.forward(model, q, qd, tau, f_ext)

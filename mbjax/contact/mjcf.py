@@ -1,5 +1,6 @@
-"""Contacts of an MJCF model: its geoms as collision shapes and its plane as the ground, read
-from MuJoCo's compiled model (as :func:`mbjax.load_mjcf` reads the bodies)."""
+"""Contacts of an MJCF model: its geoms as collision shapes, its plane as the ground, and the
+pairs of its geoms that may touch, read from MuJoCo's compiled model (as
+:func:`mbjax.load_mjcf` reads the bodies)."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ import numpy as np
 
 from ..model.mjcf import compile_mjcf, import_mujoco
 from ..model.model import Model
-from .compliant import CompliantContact, Friction
+from .compliant import CompliantContact, Friction, PairContact
 from .ground import Plane
+from .pairs import body_pairs
 from .shapes import box, capsule, contact_points, mesh, sphere
 
 
@@ -23,6 +25,37 @@ def _rotation(mujoco, quat):
 def _collide(m, a, b):
     """MuJoCo's filter: geoms a and b collide when contype of one meets conaffinity of the other."""
     return bool((m.geom_contype[a] & m.geom_conaffinity[b]) or (m.geom_contype[b] & m.geom_conaffinity[a]))
+
+
+def _geom_shape(mujoco, m, model: Model, g):
+    """``(mbjax body, shape)`` of MuJoCo's geom ``g`` (:mod:`.shapes`), its pose the geom's in its
+    MuJoCo body composed with that body's frame in the mbjax body; the body is None for a
+    geom fixed to the world (it never moves), the shape None for a type mbjax does not model
+    (cylinders, ellipsoids, ...)."""
+    geom = mujoco.mjtGeom
+    b = int(m.geom_bodyid[g])
+    f = model.frame_index(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b) or f"body{b}") if b else None
+    body = -1 if f is None else model.topology.frame_bodies[f]
+    if body < 0:
+        return None, None
+    Rf, pf = np.asarray(model.frame_rotation[f]), np.asarray(model.frame_translation[f])
+    R = Rf @ _rotation(mujoco, m.geom_quat[g])
+    t = Rf @ m.geom_pos[g] + pf
+    size, kind = m.geom_size[g], m.geom_type[g]
+    if kind == geom.mjGEOM_SPHERE:
+        return body, sphere(size[0], t)
+    if kind == geom.mjGEOM_CAPSULE:
+        return body, capsule(size[0], size[1], R, t)
+    if kind == geom.mjGEOM_BOX:
+        return body, box(size, R, t)
+    if kind == geom.mjGEOM_MESH:
+        i = m.geom_dataid[g]
+        return body, mesh(m.mesh_vert[m.mesh_vertadr[i]: m.mesh_vertadr[i] + m.mesh_vertnum[i]], R, t)
+    return body, None
+
+
+def _geom_name(mujoco, m, g):
+    return mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}"
 
 
 def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool = True) -> CompliantContact:
@@ -48,30 +81,13 @@ def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool =
     plane = Plane(R0[:, 2], R0[:, 2] @ m.geom_pos[ground])
     shapes, mu, skipped = [], [], []
     for g in range(m.ngeom):
-        b = int(m.geom_bodyid[g])
-        if b == 0 or (filters and not _collide(m, g, ground)):
+        if m.geom_bodyid[g] == 0 or (filters and not _collide(m, g, ground)):
             continue
-        name = mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_BODY, b) or f"body{b}"
-        f = model.frame_index(name)
-        body = model.topology.frame_bodies[f]
-        if body < 0:  # welded to the world: never moves onto the ground
+        body, shape = _geom_shape(mujoco, m, model, g)
+        if body is None:  # welded to the world: never moves onto the ground
             continue
-        # the geom's pose in the mbjax body: its MuJoCo body's frame, then the geom in it
-        Rf, pf = np.asarray(model.frame_rotation[f]), np.asarray(model.frame_translation[f])
-        R = Rf @ _rotation(mujoco, m.geom_quat[g])
-        t = Rf @ m.geom_pos[g] + pf
-        size, kind = m.geom_size[g], m.geom_type[g]
-        if kind == geom.mjGEOM_SPHERE:
-            shape = sphere(size[0], t)
-        elif kind == geom.mjGEOM_CAPSULE:
-            shape = capsule(size[0], size[1], R, t)
-        elif kind == geom.mjGEOM_BOX:
-            shape = box(size, R, t)
-        elif kind == geom.mjGEOM_MESH:
-            i = m.geom_dataid[g]
-            shape = mesh(m.mesh_vert[m.mesh_vertadr[i]: m.mesh_vertadr[i] + m.mesh_vertnum[i]], R, t)
-        else:
-            skipped.append(mujoco.mj_id2name(m, mujoco.mjtObj.mjOBJ_GEOM, g) or f"geom{g}")
+        if shape is None:
+            skipped.append(_geom_name(mujoco, m, g))
             continue
         shapes.append((body, shape))
         mu.append(np.full(len(shape[1]), max(m.geom_friction[g][0], m.geom_friction[ground][0])))
@@ -84,3 +100,56 @@ def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool =
     points = contact_points(model, shapes)
     return CompliantContact(points, Plane(plane.normal.astype(model.dtype), plane.offset.astype(model.dtype)), normal,
                             Friction(np.concatenate(mu).astype(model.dtype), slip_speed))
+
+
+def mjcf_pairs(model: Model, source, normal, slip_speed=1e-4) -> PairContact:
+    """The contacts between the bodies of the MJCF model ``source`` (a path, MJCF text or an
+    ``MjModel``) loaded as ``model`` (by :func:`mbjax.load_mjcf`): its spheres and capsules on
+    moving bodies (:func:`mbjax.contact.body_pairs`), paired as MuJoCo pairs them. Its explicit
+    ``<pair>`` elements, with their own friction; and every two geoms whose ``contype`` and
+    ``conaffinity`` match, except on one body (bodies welded together count as one), on a body
+    and its parent, or on bodies that an ``<exclude>`` names, with MuJoCo's friction of a pair
+    (the geom of higher ``priority``'s, else the larger sliding coefficient). Pairs with
+    other geom types (boxes, meshes, cylinders) or with geoms fixed to the world are left out,
+    with a warning. ``normal`` and ``slip_speed`` as for :func:`mjcf_contacts`.
+    """
+    mujoco = import_mujoco()
+    m = compile_mjcf(source)
+    shape_of = {}  # MuJoCo geom -> (mbjax body, shape), for the geoms that can be paired
+    for g in range(m.ngeom):
+        body, shape = _geom_shape(mujoco, m, model, g)
+        if shape is not None and int(m.geom_type[g]) in (int(mujoco.mjtGeom.mjGEOM_SPHERE), int(mujoco.mjtGeom.mjGEOM_CAPSULE)):
+            shape_of[g] = (body, shape)
+    weld = m.body_weldid
+    excluded = {int(x) for x in m.exclude_signature}
+    explicit = {(int(a), int(b)): float(f[0]) for a, b, f in zip(m.pair_geom1, m.pair_geom2, m.pair_friction)}
+    candidates = dict(explicit)
+    for g1 in range(m.ngeom):
+        for g2 in range(g1 + 1, m.ngeom):
+            b1, b2 = m.geom_bodyid[g1], m.geom_bodyid[g2]
+            w1, w2 = weld[b1], weld[b2]
+            signature = (int(min(b1, b2)) << 16) + int(max(b1, b2))  # MuJoCo's, of the two bodies (not welds)
+            parent = w1 and w2 and (weld[m.body_parentid[w1]] == w2 or weld[m.body_parentid[w2]] == w1)
+            if ((g1, g2) in explicit or (g2, g1) in explicit or w1 == w2 or (w1 == 0 and w2 == 0) or parent
+                    or signature in excluded or not _collide(m, g1, g2)):
+                continue
+            p1, p2 = m.geom_priority[g1], m.geom_priority[g2]
+            f1, f2 = m.geom_friction[g1][0], m.geom_friction[g2][0]
+            candidates[(g1, g2)] = float(f1 if p1 > p2 else f2 if p2 > p1 else max(f1, f2))
+    kept = {pair: mu for pair, mu in candidates.items() if all(g in shape_of for g in pair)}
+    plane = int(mujoco.mjtGeom.mjGEOM_PLANE)  # the ground's contacts are mjcf_contacts'
+    left_out = sorted(pair for pair in set(candidates) - set(kept) if plane not in m.geom_type[list(pair)])
+    if left_out:
+        warnings.warn(f"mjcf_pairs: {len(left_out)} geom pairs that MuJoCo would collide are left out: mbjax pairs "
+                      f"spheres and capsules on moving bodies only (e.g. {_geom_name(mujoco, m, left_out[0][0])!r} "
+                      f"and {_geom_name(mujoco, m, left_out[0][1])!r})", stacklevel=2)
+    if not kept:
+        raise ValueError("mjcf_pairs: no pair of spheres or capsules on moving bodies may touch")
+    # MuJoCo's order in a pair: the geom of the lower type first (a sphere before a capsule), so
+    # that the normals point the same way
+    kept = {(a, b) if (m.geom_type[a], a) <= (m.geom_type[b], b) else (b, a): mu for (a, b), mu in kept.items()}
+    geoms = sorted({g for pair in kept for g in pair})
+    index = {g: i for i, g in enumerate(geoms)}
+    pairs = body_pairs(model, [shape_of[g] for g in geoms], pairs=[(index[a], index[b]) for a, b in kept])
+    mu = np.asarray(list(kept.values()), model.dtype)
+    return PairContact(pairs, normal, Friction(mu, slip_speed))

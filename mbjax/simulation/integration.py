@@ -165,8 +165,9 @@ def simulate(
     dt0 = None if dt0 is None else jnp.asarray(dt0, dtype)
     rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)  # traced too
     if isinstance(stepsize_controller, diffrax.ConstantStepSize) and dt0 is not None and not any(
-            isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((model, q0, dt0))):
-        # a fixed-step explicit solver must be stable on the formulation's fastest motions
+            isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((model, q0, dt0, method))):
+        # a fixed-step explicit solver must be stable on the formulation's fastest motions (checked
+        # where they are concrete: not when the model, the state or the contacts are traced)
         stability.check(diffrax.Tsit5() if solver is None else solver, float(dt0),
                         as_dynamics(method).fast_rates(model, jnp.asarray(q0, dtype)))
     try:
