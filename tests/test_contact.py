@@ -321,8 +321,8 @@ def test_sphere_and_capsule_pairs_equal_mujoco():
     for g in range(4):
         R, t = _geom_frame(mujoco, m, g)
         size = m.geom_size[g]
-        shapes.append((m.geom_bodyid[g] - 1, contact.sphere(size[0], t) if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_SPHERE
-                       else contact.capsule(size[0], size[1], R, t)))
+        round_ = int(m.geom_type[g]) == int(mujoco.mjtGeom.mjGEOM_SPHERE)
+        shapes.append((m.geom_bodyid[g] - 1, contact.sphere(size[0], t) if round_ else contact.capsule(*size[:2], R, t)))
     pairs = contact.body_pairs(model, shapes)
     assert list(zip(pairs.first, pairs.second)) == list(itertools.combinations(range(4), 2))
     cm = contact.PairContact(pairs, contact.SpringDamper(1e4, 10.0))
@@ -349,7 +349,8 @@ CHAIN = """<mujoco><worldbody>
       </body>
     </body>
   </body>
-  <body name="ball" pos="0.3 0 0.3"><freejoint/><geom name="ball" type="sphere" size="0.1" priority="1" friction="0.3"/></body>
+  <body name="ball" pos="0.3 0 0.3"><freejoint/>
+    <geom name="ball" type="sphere" size="0.1" priority="1" friction="0.3"/></body>
   <body name="rod" pos="-0.3 0 0.3"><freejoint/><geom name="rod" type="capsule" size="0.04 0.2" friction="1.3"/>
     <geom name="cube" type="box" size="0.05 0.05 0.05" pos="0 0 0.3"/></body>
 </worldbody>
@@ -388,7 +389,8 @@ def test_mjcf_pairs_are_the_pairs_mujoco_collides():
         d.qpos[:3] = rng.uniform(-2.0, 2.0, 3)
         for j in (3, 10):
             quat = rng.normal(size=4)
-            d.qpos[j: j + 7] = np.concatenate([rng.uniform(-0.3, 0.6, 3) * [2.0, 0.3, 1.0], quat / np.linalg.norm(quat)])
+            d.qpos[j: j + 7] = np.concatenate([rng.uniform(-0.3, 0.6, 3) * [2.0, 0.3, 1.0],
+                                               quat / np.linalg.norm(quat)])
         compared += _pair_contacts_equal_mujoco(mujoco, m, d, model, cm, geoms)
     assert compared > 30
 
@@ -405,8 +407,8 @@ def test_pair_bounce_restitution():
     they part at e times it, e the spring-damper's closed form on the reduced mass."""
     model = _two_bodies()
     law = contact.SpringDamper(1e4, 20.0)
-    cm = contact.PairContact(contact.body_pairs(model, [("one", contact.sphere(0.1)), ("two", contact.capsule(0.05, 0.1))]),
-                             law)
+    pairs = contact.body_pairs(model, [("one", contact.sphere(0.1)), ("two", contact.capsule(0.05, 0.1))])
+    cm = contact.PairContact(pairs, law)
     q0 = jnp.asarray([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.3, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0])
     qd0 = jnp.zeros(12).at[0].set(1.0).at[6].set(-0.5)
     traj = mbjax.simulate(model, q0, qd0, 0.0, 0.3, method=contact.WithContacts(cm), rtol=1e-11, atol=1e-11,

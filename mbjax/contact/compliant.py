@@ -142,7 +142,8 @@ def contact_forces(normal, friction, c: Contacts, u):
     return f
 
 
-def law_rates(model: Model, normal, friction, J, n, inverse_mass, keys=("contact springs and dampers", "regularised friction")) -> dict:
+def law_rates(model: Model, normal, friction, J, n, inverse_mass,
+              keys=("contact springs and dampers", "regularised friction")) -> dict:
     """Eigenvalue estimates (1/s) of the fastest motions of k contacts with normals ``n`` (k, 3)
     whose relative velocities are ``J qd`` (J (k, 3, nv)), every one as if touching under an
     equal share of the model's weight: the ``normal`` law linearised (:meth:`SpringDamper.linearised`)
@@ -266,7 +267,8 @@ class PairContact(eqx.Module):
     def _relative_velocities(self, model, tk, qd, point):
         """Velocity (p, 3) of each pair's second body's material point at ``point`` relative to the first's."""
         v = body_velocities_from(model, tk, qd)  # world frame: (velocity of the point at the origin, w)
-        first, second = (v[np.asarray(self.pairs.body)[np.asarray(side)]] for side in (self.pairs.first, self.pairs.second))
+        body = np.asarray(self.pairs.body)
+        first, second = v[body[np.asarray(self.pairs.first)]], v[body[np.asarray(self.pairs.second)]]
         return second[:, :3] - first[:, :3] + jnp.cross(second[:, 3:] - first[:, 3:], point)
 
     def potential_energy(self, model: Model, q):
@@ -291,5 +293,5 @@ class PairContact(eqx.Module):
         tk = tree_kinematics(model, q)
         c, f = self._forces(model, tk, qd)
         body = np.asarray(self.pairs.body)
-        return body_wrenches(model, tk, np.concatenate([body[np.asarray(self.pairs.second)], body[np.asarray(self.pairs.first)]]),
-                             jnp.concatenate([c.point, c.point]), jnp.concatenate([f, -f]))
+        on = np.concatenate([body[np.asarray(self.pairs.second)], body[np.asarray(self.pairs.first)]])
+        return body_wrenches(model, tk, on, jnp.concatenate([c.point, c.point]), jnp.concatenate([f, -f]))

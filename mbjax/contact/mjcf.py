@@ -116,9 +116,10 @@ def mjcf_pairs(model: Model, source, normal, slip_speed=1e-4) -> PairContact:
     mujoco = import_mujoco()
     m = compile_mjcf(source)
     shape_of = {}  # MuJoCo geom -> (mbjax body, shape), for the geoms that can be paired
+    round_ = (int(mujoco.mjtGeom.mjGEOM_SPHERE), int(mujoco.mjtGeom.mjGEOM_CAPSULE))
     for g in range(m.ngeom):
         body, shape = _geom_shape(mujoco, m, model, g)
-        if shape is not None and int(m.geom_type[g]) in (int(mujoco.mjtGeom.mjGEOM_SPHERE), int(mujoco.mjtGeom.mjGEOM_CAPSULE)):
+        if shape is not None and int(m.geom_type[g]) in round_:
             shape_of[g] = (body, shape)
     weld = m.body_weldid
     excluded = {int(x) for x in m.exclude_signature}
