@@ -617,6 +617,32 @@ def test_mjcf_contacts_equal_mujoco():
     assert compared > 20
 
 
+def test_mjcf_contacts_take_explicit_pairs_with_the_ground():
+    """MJX's humanoid turns its geoms' contacts off (contype 0) and pairs its four foot capsules
+    with the floor explicitly: those are its contacts, with the pairs' friction, equal to
+    MuJoCo's at random configurations."""
+    mujoco = _mujoco()
+    path = pathlib.Path(mujoco.__file__).parent / "mjx" / "test_data" / "humanoid" / "humanoid.xml"
+    if not path.exists():
+        pytest.skip(f"MuJoCo {mujoco.__version__} does not ship MJX's humanoid test model")
+    model = mbjax.load_mjcf(path)
+    cm = contact.mjcf_contacts(model, path, contact.SpringDamper(1e4, 10.0))
+    assert len(cm.points) == 8  # four capsules, two end spheres each
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    rng = np.random.default_rng(4)
+    compared = 0
+    for _ in range(30):
+        d.qpos[:] = m.qpos0
+        quat = np.array([1.0, 0.0, 0.0, 0.0]) + rng.normal(scale=0.1, size=4)
+        d.qpos[2:7] = np.concatenate([[rng.uniform(1.1, 1.4)], quat / np.linalg.norm(quat)])
+        d.qpos[7:] += rng.uniform(-0.3, 0.3, m.nq - 7)
+        mujoco.mj_forward(m, d)
+        c, _ = cm.forces(model, jnp.asarray(d.qpos), jnp.zeros(model.nv))
+        compared += _assert_equal_to_mujoco(c, d.contact[:d.ncon])
+    assert compared > 10
+
+
 def test_urdf_contacts_are_the_collision_geometries_pinocchio_reads():
     """``contact.urdf_contacts`` on the panda: its boxes' corners and its meshes' convex hull
     vertices, placed on the moving bodies, are where Pinocchio's collision model puts them at a

@@ -27,6 +27,13 @@ def _collide(m, a, b):
     return bool((m.geom_contype[a] & m.geom_conaffinity[b]) or (m.geom_contype[b] & m.geom_conaffinity[a]))
 
 
+def _pair_friction(m, a, b) -> float:
+    """MuJoCo's sliding friction of geoms a and b: the one of higher ``priority``'s, else the larger."""
+    pa, pb = m.geom_priority[a], m.geom_priority[b]
+    fa, fb = m.geom_friction[a][0], m.geom_friction[b][0]
+    return float(fa if pa > pb else fb if pb > pa else max(fa, fb))
+
+
 def _geom_shape(mujoco, m, model: Model, g):
     """``(mbjax body, shape)`` of MuJoCo's geom ``g`` (:mod:`.shapes`), its pose the geom's in its
     MuJoCo body composed with that body's frame in the mbjax body; the body is None for a
@@ -65,8 +72,9 @@ def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool =
     Its first plane geom in the world body is the ground; its spheres, capsules and boxes on
     moving bodies become shapes (:mod:`mbjax.contact.shapes`), meshes by their hulls' vertices;
     cylinders and ellipsoids are left out with a warning. With ``filters``, a geom is kept only
-    when MuJoCo would let it collide with the ground (``contype`` / ``conaffinity``); friction
-    is MuJoCo's rule for a pair, the larger sliding coefficient of the geom and the ground.
+    when MuJoCo would let it collide with the ground (``contype`` / ``conaffinity``, or an
+    explicit ``<pair>`` with the ground); friction is MuJoCo's rule for a pair (the pair's own,
+    else the sliding coefficient of the geom of higher ``priority``, else the larger).
     ``normal`` is the normal law (:class:`SpringDamper` or :class:`HuntCrossley`: MuJoCo's soft
     constraints have no exact counterpart) and ``slip_speed`` the friction's regularisation.
     """
@@ -79,9 +87,12 @@ def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool =
     ground = planes[0]
     R0 = _rotation(mujoco, m.geom_quat[ground])
     plane = Plane(R0[:, 2], R0[:, 2] @ m.geom_pos[ground])
+    # explicit <pair>s with the ground: kept whatever contype / conaffinity say, with their friction
+    paired = {int(b if a == ground else a): float(f[0]) for a, b, f in zip(m.pair_geom1, m.pair_geom2, m.pair_friction)
+              if ground in (a, b)}
     shapes, mu, skipped = [], [], []
     for g in range(m.ngeom):
-        if m.geom_bodyid[g] == 0 or (filters and not _collide(m, g, ground)):
+        if m.geom_bodyid[g] == 0 or (filters and g not in paired and not _collide(m, g, ground)):
             continue
         body, shape = _geom_shape(mujoco, m, model, g)
         if body is None:  # welded to the world: never moves onto the ground
@@ -90,7 +101,7 @@ def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool =
             skipped.append(_geom_name(mujoco, m, g))
             continue
         shapes.append((body, shape))
-        mu.append(np.full(len(shape[1]), max(m.geom_friction[g][0], m.geom_friction[ground][0])))
+        mu.append(np.full(len(shape[1]), paired.get(g, _pair_friction(m, g, ground))))
     if skipped:
         warnings.warn(f"mjcf_contacts: geoms {skipped} are cylinders or ellipsoids, which mbjax.contact does not "
                       "model; they get no contact", stacklevel=2)
@@ -134,9 +145,7 @@ def mjcf_pairs(model: Model, source, normal, slip_speed=1e-4) -> PairContact:
             if ((g1, g2) in explicit or (g2, g1) in explicit or w1 == w2 or (w1 == 0 and w2 == 0) or parent
                     or signature in excluded or not _collide(m, g1, g2)):
                 continue
-            p1, p2 = m.geom_priority[g1], m.geom_priority[g2]
-            f1, f2 = m.geom_friction[g1][0], m.geom_friction[g2][0]
-            candidates[(g1, g2)] = float(f1 if p1 > p2 else f2 if p2 > p1 else max(f1, f2))
+            candidates[(g1, g2)] = _pair_friction(m, g1, g2)
     kept = {pair: mu for pair, mu in candidates.items() if all(g in shape_of for g in pair)}
     plane = int(mujoco.mjtGeom.mjGEOM_PLANE)  # the ground's contacts are mjcf_contacts'
     left_out = sorted(pair for pair in set(candidates) - set(kept) if plane not in m.geom_type[list(pair)])
