@@ -35,7 +35,7 @@ import jax  # noqa: E402
 
 jax.config.update("jax_enable_x64", "--float32" not in sys.argv[1:])
 
-from mbjax import plotting  # noqa: E402
+from mbjax import animate, plotting  # noqa: E402
 
 
 class Example:
@@ -95,6 +95,25 @@ class Example:
             name = f"{Path(name).stem}_float32{Path(name).suffix}"
         path = self.folder / name
         plotting.finish(draw(plt), str(path), dpi=dpi)
+        print(f"saved {path}")
+        self.record(figures=[*self.results["figures"], name])
+        return True
+
+
+    def animation(self, name: str, model, ts, qs, **options) -> bool:
+        """Write the animation of the motion ``qs`` at times ``ts`` (:func:`mbjax.animate`, with
+        its ``options``) as ``name`` (a ``.gif``) in the output folder, and record it in the
+        summary's ``figures``. Without matplotlib, say how to install it instead.
+
+        **Returns:** whether the animation was written.
+        """
+        try:
+            plotting.pyplot()
+        except ImportError as error:
+            print(f"no animation: {error}")
+            return False
+        path = self.folder / name
+        animate(model, ts, qs, str(path), **options)
         print(f"saved {path}")
         self.record(figures=[*self.results["figures"], name])
         return True

@@ -94,6 +94,7 @@ SCRIPTS = {
     "contact_bounce": (_example("contact_bounce"), True, ""),
     "quadruped_stand": (_example("quadruped_stand"), True, ""),
     "batched_drops": (_example("batched_drops"), True, ""),
+    "ragdoll_fall": (_example("ragdoll_fall"), HAS_MUJOCO, "needs mujoco"),
     "compare_pinocchio": (_example("compare_pinocchio"), HAS_ERD and HAS_PIN, "needs pinocchio and example-robot-data"),
     "notebook": (_notebook("quickstart"), HAS_ERD, "needs example-robot-data"),
     "readme": (["-c", README_RUNNER, str(ROOT / "README.md")], True, ""),
@@ -199,14 +200,16 @@ def _run(launched, name):
     return log
 
 
-def _summary(launched, name, figure: str | None = None) -> dict:
+def _summary(launched, name, figure: str | list | None = None) -> dict:
     """The results an example wrote to ``name/summary.json``, after checking that it ran and, with
-    matplotlib, saved ``figure`` there (and no figure without matplotlib)."""
+    matplotlib, saved ``figure`` (a file name, or a list of them) there (and no figure without
+    matplotlib)."""
     _run(launched, name)
     out = launched.workdir / name
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     assert summary["quick"], summary
-    assert summary["figures"] == ([figure] if figure and HAS_MPL else []), summary["figures"]
+    figures = [figure] if isinstance(figure, str) else list(figure or [])
+    assert summary["figures"] == (figures if HAS_MPL else []), summary["figures"]
     for saved in summary["figures"]:
         assert (out / saved).stat().st_size > 0, saved
     return summary
@@ -236,6 +239,16 @@ def test_batched_drops_example(launched):
     s = _summary(launched, "batched_drops", "batched_drops.png")
     assert s["balls"] == 64 and s["bounce_error"] < 1e-7, s
     assert 0.05 < s["apex_light"] < s["apex_heavy"] < 0.5, s
+
+
+def test_ragdoll_fall_example(launched):
+    """The MJCF ragdoll, knocked over by a thrown ball (a contact between bodies), lands on the
+    floor: its energy never rises (1e-6 of it at most between saved states), no shape sinks
+    2 cm into the floor or another body, and its fall is drawn and animated."""
+    s = _summary(launched, "ragdoll_fall", ["ragdoll_fall.png", "ragdoll_fall.gif"])
+    assert s["energy_rise"] <= 1e-6 * s["energy_start"] and s["energy_end"] < 0.8 * s["energy_start"], s
+    assert 0.0 < s["depth_floor"] < 0.02 and 0.0 < s["depth_bodies"] < 0.02 and s["pairs_hit"] > 0, s
+    assert s["pelvis_end"] < 0.4, s  # from 0.921 m: toppled
 
 
 def test_quadruped_stand_example(launched):
