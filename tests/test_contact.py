@@ -7,6 +7,7 @@ import math
 import pathlib
 import re
 
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -282,6 +283,97 @@ def test_a_fixed_step_too_long_for_the_contact_is_refused():
     vx, wy = float(traj.qd[-1, 0]), float(traj.qd[-1, 4])
     np.testing.assert_allclose(vx, 0.01 * 0.2 / (0.01 + 0.03), rtol=1e-2)
     assert abs(vx - 0.1 * wy) < 1e-3
+
+
+# ------------------------------------------------------------------------------- heightfields
+def test_heightfield_of_a_plane_gives_the_planes_contacts():
+    """A grid sampled from a tilted plane: spheres over it (and over the plateau beyond its
+    edges, at the edge's height) have the plane's contacts, to 1e-12."""
+    n = np.array([0.2, -0.3, 1.0]) / np.linalg.norm([0.2, -0.3, 1.0])
+    plane = contact.Plane(jnp.asarray(n), jnp.asarray(0.05))
+    nrow, ncol, (hx, hy), centre = 7, 9, (0.8, 0.6), (0.3, -0.2, 0.01)
+    x = centre[0] - hx + 2 * hx * np.arange(ncol) / (ncol - 1)
+    y = centre[1] - hy + 2 * hy * np.arange(nrow) / (nrow - 1)
+    heights = (0.05 - n[0] * x[None, :] - n[1] * y[:, None]) / n[2] - centre[2]
+    field = contact.Heightfield(heights, (hx, hy), centre)
+    rng = np.random.default_rng(5)
+    centres = np.stack([rng.uniform(centre[0] - hx, centre[0] + hx, 200), rng.uniform(centre[1] - hy, centre[1] + hy, 200),
+                        rng.uniform(-0.2, 0.3, 200)], -1)
+    radius = rng.uniform(0.0, 0.1, 200)
+    ours, theirs = field.contacts(jnp.asarray(centres), jnp.asarray(radius)), plane.contacts(centres, radius)
+    for a, b in zip(ours, theirs):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-12)
+    beyond = jnp.asarray([[centre[0] + hx + 0.5, centre[1] + 0.1], [centre[0] - 0.2, centre[1] - hy - 1.0]])
+    z, slope = field.height(beyond)
+    edge = field.height(jnp.asarray([[centre[0] + hx, centre[1] + 0.1], [centre[0] - 0.2, centre[1] - hy]]))[0]
+    np.testing.assert_allclose(z, edge, rtol=0, atol=1e-15)
+    assert slope[0, 0] == 0.0 and slope[1, 1] == 0.0  # flat across the edge it is beyond
+
+
+def test_mjcf_hfield_is_mujocos_surface():
+    """MJX's barkour stands on a rough hfield (240 x 280, 5 cm of relief): read as the ground by
+    ``mjcf_contacts``, its surface, two triangles per cell, is where MuJoCo's ray casts meet it."""
+    mujoco = _mujoco()
+    path = pathlib.Path(mujoco.__file__).parent / "mjx" / "test_data" / "barkour_v0" / "assets" / "barkour_v0_mjx.xml"
+    if not path.exists():
+        pytest.skip(f"MuJoCo {mujoco.__version__} does not ship MJX's barkour test model")
+    model = mbjax.load_mjcf(path)
+    field = contact.mjcf_contacts(model, path, contact.SpringDamper(1e4, 10.0)).ground
+    assert isinstance(field, contact.Heightfield) and field.heights.shape == (240, 280)
+    m = mujoco.MjModel.from_xml_path(str(path))
+    d = mujoco.MjData(m)
+    mujoco.mj_forward(m, d)
+    hfield = [g for g in range(m.ngeom) if m.geom_type[g] == mujoco.mjtGeom.mjGEOM_HFIELD][0]
+    rng = np.random.default_rng(6)
+    compared = 0
+    for x, y in rng.uniform(-19.0, 19.0, (300, 2)):
+        geom = np.zeros(1, np.int32)
+        dist = mujoco.mj_ray(m, d, np.array([x, y, 1.0]), np.array([0.0, 0.0, -1.0]), None, 1, -1, geom)
+        if geom[0] != hfield:  # the robot's own geoms, near the origin
+            continue
+        z, _ = field.height(jnp.asarray([[x, y]]))
+        np.testing.assert_allclose(z[0], 1.0 - dist, rtol=0, atol=1e-12)
+        compared += 1
+    assert compared > 250
+
+
+def test_block_slides_down_a_heightfield_slope_at_coulombs_rate():
+    """The block of the plane's test on a heightfield sampled from the same slope."""
+    angle, mu = 0.3, 0.2
+    model, cm, q0, down = _block(angle, mu)
+    x = np.linspace(-2.0, 2.0, 11)
+    heights = np.broadcast_to(np.tan(angle) * x, (5, 11))  # z = x tan(angle): Plane.slope's surface
+    floor = eqx.tree_at(lambda c: c.ground, cm, contact.Heightfield(heights, (2.0, 1.0)))
+    ts = jnp.asarray([0.2, 0.3, 0.4])
+    traj = mbjax.simulate(model, q0, jnp.zeros(6), 0.0, 0.4, method=contact.WithContacts(floor), saveat=ts,
+                          rtol=1e-9, atol=1e-9)
+    s = np.asarray(traj.q[:, :3]) @ down
+    a = -(s[2] - 2 * s[1] + s[0]) / 0.1**2
+    np.testing.assert_allclose(a, G * (np.sin(angle) - mu * np.cos(angle)), rtol=1e-6)
+
+
+def test_gradient_with_respect_to_the_heights():
+    """A ball pressed into a bumpy grid: the derivative of its contact force with respect to
+    every height equals central differences (the force is piecewise linear in the heights)."""
+    ball = _ball(1.0, offset=(0.0, 0.0, 0.0))
+    points = contact.contact_points(ball, [("ball", contact.sphere(0.1))])
+    heights = np.random.default_rng(7).uniform(0.0, 0.02, (4, 5))
+    q = jnp.asarray([0.13, -0.07, 0.105, 1.0, 0.0, 0.0, 0.0])
+    qd = jnp.asarray([0.2, 0.1, -0.3, 0.0, 0.0, 0.0])
+
+    def force(h):
+        cm = contact.CompliantContact(points, contact.Heightfield(h, (0.5, 0.4)), contact.SpringDamper(1e4, 30.0),
+                                      contact.Friction(0.5, 1e-2))
+        return jnp.sum(cm.forces(ball, q, qd)[1], axis=0)
+
+    J = jax.jacfwd(force)(jnp.asarray(heights))
+    assert np.count_nonzero(np.abs(np.asarray(J)).sum(0)) == 3  # the three corners of the triangle below
+    fd = np.zeros_like(np.asarray(J))
+    for i, j in itertools.product(range(4), range(5)):
+        e = np.zeros_like(heights)
+        e[i, j] = 1e-7
+        fd[:, i, j] = (force(jnp.asarray(heights + e)) - force(jnp.asarray(heights - e))) / 2e-7
+    np.testing.assert_allclose(J, fd, rtol=1e-6, atol=1e-6)
 
 
 # ----------------------------------------------------------------------------- between bodies
@@ -713,7 +805,7 @@ def test_mjcf_contacts_refuse_what_they_cannot_model():
         contact.mjcf_contacts(mbjax.load_mjcf(text), text, contact.SpringDamper(1e4, 10.0))
     no_floor = WALKER.replace('<geom name="floor" type="plane" size="0 0 1" pos="0 0 -0.1" euler="6 4 0" friction="0.9"/>',
                               "")
-    with pytest.raises(ValueError, match="no plane geom"):
+    with pytest.raises(ValueError, match="no plane or hfield geom"):
         contact.mjcf_contacts(mbjax.load_mjcf(no_floor), no_floor, contact.SpringDamper(1e4, 10.0))
 
 

@@ -12,6 +12,7 @@ formulation as external wrenches, and joint position limits enforced by the same
 from .compliant import CompliantContact, Friction, HuntCrossley, PairContact, SpringDamper
 from .dynamics import WithContacts
 from .ground import Contacts, Plane, plane_contacts
+from .heightfield import Heightfield
 from .limits import JointLimits, joint_limits, stops
 from .mjcf import mjcf_contacts, mjcf_pairs
 from .pairs import BodyPairs, body_pairs, segment_contacts
@@ -19,7 +20,7 @@ from .urdf import urdf_contacts
 from .shapes import ContactPoints, box, capsule, contact_points, frame_points, mesh, point, sphere
 
 __all__ = [
-    "BodyPairs", "CompliantContact", "ContactPoints", "Contacts", "Friction", "HuntCrossley", "JointLimits",
+    "BodyPairs", "CompliantContact", "ContactPoints", "Contacts", "Friction", "Heightfield", "HuntCrossley", "JointLimits",
     "PairContact", "Plane", "SpringDamper", "WithContacts", "body_pairs", "box", "capsule", "contact_points",
     "frame_points", "joint_limits", "mjcf_contacts", "mjcf_pairs", "stops", "mesh", "plane_contacts", "point",
     "segment_contacts", "sphere", "urdf_contacts",

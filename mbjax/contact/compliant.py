@@ -2,8 +2,10 @@
 body wrenches (the ``f_ext`` of the dynamics protocol).
 
 For each candidate sphere (:mod:`mbjax.contact.shapes`) touching the ground
-(:mod:`mbjax.contact.ground`) with depth d > 0 and depth rate d' = -n . v_c (v_c the velocity of
-the sphere's centre), the normal force is one of
+(:mod:`mbjax.contact.ground`, :mod:`mbjax.contact.heightfield`), or each pair of bodies'
+spheres and capsules touching (:mod:`mbjax.contact.pairs`), with depth d > 0 and depth rate
+d' = -n . u (u the velocity of the material point at the contact relative to the other side),
+the normal force is one of
 
 - :class:`SpringDamper`: f_n = max(0, k d + c d'), linear (its coefficient of restitution
   has a closed form, :meth:`SpringDamper.restitution`);
@@ -28,7 +30,8 @@ import numpy as np
 
 from ..kinematics import body_velocities_from, tree_kinematics
 from ..model.model import Model
-from .ground import Contacts, Plane, plane_contacts
+from .ground import Contacts, Plane
+from .heightfield import Heightfield
 from .pairs import BodyPairs
 from .shapes import ContactPoints
 
@@ -170,13 +173,13 @@ class CompliantContact(eqx.Module):
     """Contacts of a model's candidate spheres with the ground, as forces.
 
     **Fields:** ``points`` (:class:`mbjax.contact.ContactPoints`), ``ground``
-    (:class:`mbjax.contact.Plane`), ``normal`` (:class:`SpringDamper` or :class:`HuntCrossley`),
+    (:class:`mbjax.contact.Plane` or :class:`mbjax.contact.Heightfield`), ``normal`` (:class:`SpringDamper` or :class:`HuntCrossley`),
     ``friction`` (:class:`Friction`, or None for frictionless contacts). Every number is a
     leaf: gradients flow to the contact parameters, the ground and the shapes.
     """
 
     points: ContactPoints
-    ground: Plane
+    ground: Plane | Heightfield
     normal: SpringDamper | HuntCrossley
     friction: Friction | None = None
 
@@ -187,7 +190,7 @@ class CompliantContact(eqx.Module):
 
     def _forces(self, model, tk, qd):
         body = np.asarray(self.points.body)
-        c = plane_contacts(self.ground, self._centres(tk), self.points.radius)
+        c = self.ground.contacts(self._centres(tk), self.points.radius)
         v = body_velocities_from(model, tk, qd)[body]  # world frame: (velocity of the point at the origin, w)
         return c, contact_forces(self.normal, self.friction, c, v[:, :3] + jnp.cross(v[:, 3:], c.point))
 
@@ -196,7 +199,7 @@ class CompliantContact(eqx.Module):
         energy it never increases in a passive run (the dampers and friction only dissipate,
         and a clipped spring-damper lets go while its spring still holds energy, which the body
         does not get back)."""
-        depth = plane_contacts(self.ground, self._centres(tree_kinematics(model, q)), self.points.radius).depth
+        depth = self.ground.contacts(self._centres(tree_kinematics(model, q)), self.points.radius).depth
         return jnp.sum(self.normal.energy(depth))
 
     def _centres(self, tk):
@@ -219,7 +222,7 @@ class CompliantContact(eqx.Module):
             return v[:, :3] + jnp.cross(v[:, 3:], centres)
 
         J = np.asarray(jax.jacfwd(velocities)(jnp.zeros(model.nv, q.dtype)))  # (k, 3, nv)
-        normals = np.broadcast_to(np.asarray(self.ground.normal), (len(body), 3))
+        normals = np.asarray(self.ground.contacts(centres, self.points.radius).normal)
         return law_rates(model, self.normal, self.friction, J, normals, inverse_mass)
 
     def wrenches(self, model: Model, q, qd):

@@ -1,5 +1,5 @@
 """The ground: a plane of settable height and slope, and the contacts of candidate spheres
-(:mod:`mbjax.contact.shapes`) with it."""
+(:mod:`mbjax.contact.shapes`) with it (a grid of heights: :mod:`mbjax.contact.heightfield`)."""
 
 from __future__ import annotations
 
@@ -24,6 +24,10 @@ class Plane(eqx.Module):
                              f"{self.offset.shape}")
         if not isinstance(self.normal, jax.core.Tracer) and abs(float(jnp.linalg.norm(self.normal)) - 1) > 1e-9:
             raise ValueError("Plane: normal must be a unit vector; divide it by its norm")
+
+    def contacts(self, centres, radius) -> "Contacts":
+        """:func:`plane_contacts` of spheres with world centres ``centres`` (k, 3) and ``radius`` (k,)."""
+        return plane_contacts(self, centres, radius)
 
     @classmethod
     def horizontal(cls, height=0.0, dtype=jnp.float64):

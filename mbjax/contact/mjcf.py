@@ -1,4 +1,4 @@
-"""Contacts of an MJCF model: its geoms as collision shapes, its plane as the ground, and the
+"""Contacts of an MJCF model: its geoms as collision shapes, its plane or hfield as the ground, and the
 pairs of its geoms that may touch, read from MuJoCo's compiled model (as
 :func:`mbjax.load_mjcf` reads the bodies)."""
 
@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import warnings
 
+import jax
 import numpy as np
 
 from ..model.mjcf import compile_mjcf, import_mujoco
 from ..model.model import Model
 from .compliant import CompliantContact, Friction, PairContact
 from .ground import Plane
+from .heightfield import Heightfield
 from .pairs import body_pairs
 from .shapes import box, capsule, contact_points, mesh, sphere
 
@@ -69,7 +71,8 @@ def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool =
     """The compliant contacts of the MJCF model ``source`` (a path, MJCF text or an
     ``MjModel``) loaded as ``model`` (by :func:`mbjax.load_mjcf`).
 
-    Its first plane geom in the world body is the ground; its spheres, capsules and boxes on
+    Its first plane or hfield geom in the world body is the ground (a :class:`Plane`, or a
+    :class:`Heightfield` of the hfield's data times its elevation); its spheres, capsules and boxes on
     moving bodies become shapes (:mod:`mbjax.contact.shapes`), meshes by their hulls' vertices;
     cylinders and ellipsoids are left out with a warning. With ``filters``, a geom is kept only
     when MuJoCo would let it collide with the ground (``contype`` / ``conaffinity``, or an
@@ -81,12 +84,13 @@ def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool =
     mujoco = import_mujoco()
     m = compile_mjcf(source)
     geom = mujoco.mjtGeom
-    planes = [g for g in range(m.ngeom) if m.geom_bodyid[g] == 0 and m.geom_type[g] == geom.mjGEOM_PLANE]
-    if not planes:
-        raise ValueError("mjcf_contacts: the model has no plane geom in its world body to serve as the ground")
-    ground = planes[0]
-    R0 = _rotation(mujoco, m.geom_quat[ground])
-    plane = Plane(R0[:, 2], R0[:, 2] @ m.geom_pos[ground])
+    grounds = [g for g in range(m.ngeom) if m.geom_bodyid[g] == 0
+               and int(m.geom_type[g]) in (int(geom.mjGEOM_PLANE), int(geom.mjGEOM_HFIELD))]
+    if not grounds:
+        raise ValueError("mjcf_contacts: the model has no plane or hfield geom in its world body to serve as the ground")
+    ground = grounds[0]
+    plane = int(m.geom_type[ground]) == int(geom.mjGEOM_PLANE)
+    surface = _plane(mujoco, m, ground) if plane else _heightfield(mujoco, m, ground)
     # explicit <pair>s with the ground: kept whatever contype / conaffinity say, with their friction
     paired = {int(b if a == ground else a): float(f[0]) for a, b, f in zip(m.pair_geom1, m.pair_geom2, m.pair_friction)
               if ground in (a, b)}
@@ -109,8 +113,26 @@ def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool =
         raise ValueError("mjcf_contacts: no geom of a moving body collides with the ground (contype / conaffinity); "
                          "pass filters=False to give every sphere, capsule, box and mesh a contact")
     points = contact_points(model, shapes)
-    return CompliantContact(points, Plane(plane.normal.astype(model.dtype), plane.offset.astype(model.dtype)), normal,
-                            Friction(np.concatenate(mu).astype(model.dtype), slip_speed))
+    surface = jax.tree.map(lambda x: x.astype(model.dtype), surface)
+    return CompliantContact(points, surface, normal, Friction(np.concatenate(mu).astype(model.dtype), slip_speed))
+
+
+def _plane(mujoco, m, g) -> Plane:
+    R = _rotation(mujoco, m.geom_quat[g])
+    return Plane(R[:, 2], R[:, 2] @ m.geom_pos[g])
+
+
+def _heightfield(mujoco, m, g) -> Heightfield:
+    """MuJoCo's hfield geom ``g``: its data (nrow, ncol) scaled by the elevation ``size[2]``,
+    over the half sizes ``size[:2]``, at the geom's position (turned hfields are refused)."""
+    if not np.allclose(m.geom_quat[g], [1.0, 0.0, 0.0, 0.0]):
+        raise ValueError(f"mjcf_contacts: hfield {_geom_name(mujoco, m, g)!r} is turned (quat {m.geom_quat[g]}); "
+                         "mbjax takes hfields aligned with the world's axes")
+    k = m.geom_dataid[g]
+    nrow, ncol, start = m.hfield_nrow[k], m.hfield_ncol[k], m.hfield_adr[k]
+    data = np.asarray(m.hfield_data[start: start + nrow * ncol], float).reshape(nrow, ncol)
+    size = m.hfield_size[k]
+    return Heightfield(data * size[2], (float(size[0]), float(size[1])), tuple(float(x) for x in m.geom_pos[g]))
 
 
 def mjcf_pairs(model: Model, source, normal, slip_speed=1e-4) -> PairContact:
@@ -147,8 +169,8 @@ def mjcf_pairs(model: Model, source, normal, slip_speed=1e-4) -> PairContact:
                 continue
             candidates[(g1, g2)] = _pair_friction(m, g1, g2)
     kept = {pair: mu for pair, mu in candidates.items() if all(g in shape_of for g in pair)}
-    plane = int(mujoco.mjtGeom.mjGEOM_PLANE)  # the ground's contacts are mjcf_contacts'
-    left_out = sorted(pair for pair in set(candidates) - set(kept) if plane not in m.geom_type[list(pair)])
+    ground = {int(mujoco.mjtGeom.mjGEOM_PLANE), int(mujoco.mjtGeom.mjGEOM_HFIELD)}  # mjcf_contacts' contacts
+    left_out = sorted(pair for pair in set(candidates) - set(kept) if not ground & {int(m.geom_type[g]) for g in pair})
     if left_out:
         warnings.warn(f"mjcf_pairs: {len(left_out)} geom pairs that MuJoCo would collide are left out: mbjax pairs "
                       f"spheres and capsules on moving bodies only (e.g. {_geom_name(mujoco, m, left_out[0][0])!r} "
