@@ -95,6 +95,7 @@ SCRIPTS = {
     "quadruped_stand": (_example("quadruped_stand"), True, ""),
     "batched_drops": (_example("batched_drops"), True, ""),
     "ragdoll_fall": (_example("ragdoll_fall"), HAS_MUJOCO, "needs mujoco"),
+    "bounce_to_target": (_example("bounce_to_target"), True, ""),
     "compare_pinocchio": (_example("compare_pinocchio"), HAS_ERD and HAS_PIN, "needs pinocchio and example-robot-data"),
     "notebook": (_notebook("quickstart"), HAS_ERD, "needs example-robot-data"),
     "readme": (["-c", README_RUNNER, str(ROOT / "README.md")], True, ""),
@@ -249,6 +250,14 @@ def test_ragdoll_fall_example(launched):
     assert s["energy_rise"] <= 1e-6 * s["energy_start"] and s["energy_end"] < 0.8 * s["energy_start"], s
     assert 0.0 < s["depth_floor"] < 0.02 and 0.0 < s["depth_bodies"] < 0.02 and s["pairs_hit"] > 0, s
     assert s["pelvis_end"] < 0.4, s  # from 0.921 m: toppled
+
+
+def test_bounce_to_target_example(launched):
+    """The gradient through a bounce equals central differences, and optax's L-BFGS finds the
+    throw that reaches the target after one bounce (re-simulated independently)."""
+    s = _summary(launched, "bounce_to_target", "bounce_to_target.png")
+    assert s["gradient_error"] < 1e-5 and s["miss"] < 1e-4 and s["bounces"] == 1, s
+    assert s["velocity_error"] < 1e-3 and s["steps"] < 50, s
 
 
 def test_quadruped_stand_example(launched):
