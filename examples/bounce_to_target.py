@@ -12,7 +12,8 @@ gradient with respect to the launch velocity comes from reverse mode through ``m
 its step choices, 4e-5 of it at 1e-10), and ``optax.lbfgs`` (unit steps) follows it from a
 throw at (1.2, 0.8, 0.3) m/s, which misses by 0.6 m.
 
-Checks: the gradient at the first guess equals central differences (to 1e-5); the throw found passes within 0.1 mm of the target in an independent re-simulation
+Checks: the gradient at the first guess equals central differences (to 1e-5); the throw
+found passes within 0.1 mm of the target in an independent re-simulation
 (Dopri8 at 1e-12), touching the floor once on the way, and is the reference throw. With
 matplotlib it draws the paths and the loss (``bounce_to_target.png``).
 

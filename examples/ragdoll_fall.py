@@ -109,13 +109,15 @@ floor = contact.mjcf_contacts(model, RAGDOLL, law, slip_speed=friction)
 touch = contact.mjcf_pairs(model, RAGDOLL, law, slip_speed=friction)
 stops = contact.joint_limits(model, time_constant=0.01)
 dynamics = contact.WithContacts([floor, touch], limits=stops)
-print(f"{model}\n{len(floor.points)} candidate spheres on the floor, {len(touch.pairs)} pairs of shapes between bodies, "
+print(f"{model}\n{len(floor.points)} candidate spheres on the floor, {len(touch.pairs)} pairs of shapes between "
+      "bodies, "
       f"{len(stops.v_lower) + len(stops.v_upper)} joint stops; total mass {float(jnp.sum(model.mass)):.1f} kg")
 
 # a free joint's q is its body's pose in the world: the pelvis 1 mm above where the feet touch the
 # floor, the ball 1.2 m to the side; the ball thrown at the chest (its qd: linear velocity in its axes)
 ball = model.joint_names.index("ball")
-q0 = mbjax.neutral(model).at[2].set(0.921).at[model.q_slice(ball)].set(jnp.asarray([0.0, -1.2, 1.2, 1.0, 0.0, 0.0, 0.0]))
+q0 = mbjax.neutral(model).at[2].set(0.921)
+q0 = q0.at[model.q_slice(ball)].set(jnp.asarray([0.0, -1.2, 1.2, 1.0, 0.0, 0.0, 0.0]))
 qd0 = jnp.zeros(model.nv).at[model.v_slice(ball)].set(jnp.asarray([0.0, 5.0, 1.0, 0.0, 0.0, 0.0]))
 start = time.perf_counter()
 traj = mbjax.simulate(model, q0, qd0, 0.0, DURATION, method=dynamics, rtol=1e-6, atol=1e-6,

@@ -297,8 +297,8 @@ def test_heightfield_of_a_plane_gives_the_planes_contacts():
     heights = (0.05 - n[0] * x[None, :] - n[1] * y[:, None]) / n[2] - centre[2]
     field = contact.Heightfield(heights, (hx, hy), centre)
     rng = np.random.default_rng(5)
-    centres = np.stack([rng.uniform(centre[0] - hx, centre[0] + hx, 200), rng.uniform(centre[1] - hy, centre[1] + hy, 200),
-                        rng.uniform(-0.2, 0.3, 200)], -1)
+    centres = np.stack([rng.uniform(centre[0] - hx, centre[0] + hx, 200),
+                        rng.uniform(centre[1] - hy, centre[1] + hy, 200), rng.uniform(-0.2, 0.3, 200)], -1)
     radius = rng.uniform(0.0, 0.1, 200)
     ours, theirs = field.contacts(jnp.asarray(centres), jnp.asarray(radius)), plane.contacts(centres, radius)
     for a, b in zip(ours, theirs):
@@ -414,7 +414,8 @@ def test_sphere_and_capsule_pairs_equal_mujoco():
         R, t = _geom_frame(mujoco, m, g)
         size = m.geom_size[g]
         round_ = int(m.geom_type[g]) == int(mujoco.mjtGeom.mjGEOM_SPHERE)
-        shapes.append((m.geom_bodyid[g] - 1, contact.sphere(size[0], t) if round_ else contact.capsule(*size[:2], R, t)))
+        shape = contact.sphere(size[0], t) if round_ else contact.capsule(*size[:2], R, t)
+        shapes.append((m.geom_bodyid[g] - 1, shape))
     pairs = contact.body_pairs(model, shapes)
     assert list(zip(pairs.first, pairs.second)) == list(itertools.combinations(range(4), 2))
     cm = contact.PairContact(pairs, contact.SpringDamper(1e4, 10.0))

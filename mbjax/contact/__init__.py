@@ -20,7 +20,8 @@ from .urdf import urdf_contacts
 from .shapes import ContactPoints, box, capsule, contact_points, frame_points, mesh, point, sphere
 
 __all__ = [
-    "BodyPairs", "CompliantContact", "ContactPoints", "Contacts", "Friction", "Heightfield", "HuntCrossley", "JointLimits",
+    "BodyPairs", "CompliantContact", "ContactPoints", "Contacts", "Friction", "Heightfield", "HuntCrossley",
+    "JointLimits",
     "PairContact", "Plane", "SpringDamper", "WithContacts", "body_pairs", "box", "capsule", "contact_points",
     "frame_points", "joint_limits", "mjcf_contacts", "mjcf_pairs", "stops", "mesh", "plane_contacts", "point",
     "segment_contacts", "sphere", "urdf_contacts",

@@ -173,7 +173,8 @@ class CompliantContact(eqx.Module):
     """Contacts of a model's candidate spheres with the ground, as forces.
 
     **Fields:** ``points`` (:class:`mbjax.contact.ContactPoints`), ``ground``
-    (:class:`mbjax.contact.Plane` or :class:`mbjax.contact.Heightfield`), ``normal`` (:class:`SpringDamper` or :class:`HuntCrossley`),
+    (:class:`mbjax.contact.Plane` or :class:`mbjax.contact.Heightfield`), ``normal``
+    (:class:`SpringDamper` or :class:`HuntCrossley`),
     ``friction`` (:class:`Friction`, or None for frictionless contacts). Every number is a
     leaf: gradients flow to the contact parameters, the ground and the shapes.
     """

@@ -87,7 +87,8 @@ def mjcf_contacts(model: Model, source, normal, slip_speed=1e-4, filters: bool =
     grounds = [g for g in range(m.ngeom) if m.geom_bodyid[g] == 0
                and int(m.geom_type[g]) in (int(geom.mjGEOM_PLANE), int(geom.mjGEOM_HFIELD))]
     if not grounds:
-        raise ValueError("mjcf_contacts: the model has no plane or hfield geom in its world body to serve as the ground")
+        raise ValueError("mjcf_contacts: the model has no plane or hfield geom in its world body to serve as the "
+                         "ground")
     ground = grounds[0]
     plane = int(m.geom_type[ground]) == int(geom.mjGEOM_PLANE)
     surface = _plane(mujoco, m, ground) if plane else _heightfield(mujoco, m, ground)
