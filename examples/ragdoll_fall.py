@@ -110,8 +110,7 @@ touch = contact.mjcf_pairs(model, RAGDOLL, law, slip_speed=friction)
 stops = contact.joint_limits(model, time_constant=0.01)
 dynamics = contact.WithContacts([floor, touch], limits=stops)
 print(f"{model}\n{len(floor.points)} candidate spheres on the floor, {len(touch.pairs)} pairs of shapes between "
-      "bodies, "
-      f"{len(stops.v_lower) + len(stops.v_upper)} joint stops; total mass {float(jnp.sum(model.mass)):.1f} kg")
+      f"bodies, {len(stops.v_lower) + len(stops.v_upper)} joint stops; total mass {float(jnp.sum(model.mass)):.1f} kg")
 
 # a free joint's q is its body's pose in the world: the pelvis 1 mm above where the feet touch the
 # floor, the ball 1.2 m to the side; the ball thrown at the chest (its qd: linear velocity in its axes)
