@@ -316,7 +316,7 @@ def test_mjcf_hfield_is_mujocos_surface():
     mujoco = _mujoco()
     path = pathlib.Path(mujoco.__file__).parent / "mjx" / "test_data" / "barkour_v0" / "assets" / "barkour_v0_mjx.xml"
     if not path.exists():
-        pytest.skip(f"MuJoCo {mujoco.__version__} does not ship MJX's barkour test model")
+        pytest.skip("needs MuJoCo's MJX test data (barkour_v0): pip install mujoco-mjx (in mbjax's test extra)")
     model = mbjax.load_mjcf(path)
     field = contact.mjcf_contacts(model, path, contact.SpringDamper(1e4, 10.0)).ground
     assert isinstance(field, contact.Heightfield) and field.heights.shape == (240, 280)
@@ -717,7 +717,7 @@ def test_mjcf_contacts_take_explicit_pairs_with_the_ground():
     mujoco = _mujoco()
     path = pathlib.Path(mujoco.__file__).parent / "mjx" / "test_data" / "humanoid" / "humanoid.xml"
     if not path.exists():
-        pytest.skip(f"MuJoCo {mujoco.__version__} does not ship MJX's humanoid test model")
+        pytest.skip("needs MuJoCo's MJX test data (humanoid): pip install mujoco-mjx (in mbjax's test extra)")
     model = mbjax.load_mjcf(path)
     cm = contact.mjcf_contacts(model, path, contact.SpringDamper(1e4, 10.0))
     assert len(cm.points) == 8  # four capsules, two end spheres each

@@ -248,6 +248,7 @@ def test_ragdoll_fall_example(launched):
     2 cm into the floor or another body, and its fall is drawn and animated."""
     s = _summary(launched, "ragdoll_fall", ["ragdoll_fall.png", "ragdoll_fall.gif"])
     assert s["energy_rise"] <= 1e-6 * s["energy_start"] and s["energy_end"] < 0.8 * s["energy_start"], s
+    # the bound is the compliant model's: a few mm under the impacts at k = 5e5 N/m (measured 9 and 3 mm)
     assert 0.0 < s["depth_floor"] < 0.02 and 0.0 < s["depth_bodies"] < 0.02 and s["pairs_hit"] > 0, s
     assert s["pelvis_end"] < 0.4, s  # from 0.921 m: toppled
 
@@ -257,7 +258,8 @@ def test_bounce_to_target_example(launched):
     throw that reaches the target after one bounce (re-simulated independently)."""
     s = _summary(launched, "bounce_to_target", "bounce_to_target.png")
     assert s["gradient_error"] < 1e-5 and s["miss"] < 1e-4 and s["bounces"] == 1, s
-    assert s["velocity_error"] < 1e-3 and s["steps"] < 50, s
+    # the optimiser stops 10 µm from the target; a miss moves with the launch velocity at ~1 s
+    assert s["velocity_error"] < 1e-4 and s["steps"] < 50, s  # measured 2e-6
 
 
 def test_quadruped_stand_example(launched):
