@@ -95,9 +95,7 @@ class Example:
             name = f"{Path(name).stem}_float32{Path(name).suffix}"
         path = self.folder / name
         plotting.finish(draw(plt), str(path), dpi=dpi)
-        print(f"saved {path}")
-        self.record(figures=[*self.results["figures"], name])
-        return True
+        return self._saved(path)
 
 
     def animation(self, name: str, model, ts, qs, **options) -> bool:
@@ -114,8 +112,12 @@ class Example:
             return False
         path = self.folder / name
         animate(model, ts, qs, str(path), **options)
+        return self._saved(path)
+
+    def _saved(self, path: Path) -> bool:
+        """Say that ``path`` was saved and record its name in the summary's ``figures``."""
         print(f"saved {path}")
-        self.record(figures=[*self.results["figures"], name])
+        self.record(figures=[*self.results["figures"], path.name])
         return True
 
 

@@ -21,8 +21,7 @@ from .shapes import ContactPoints, box, capsule, contact_points, frame_points, m
 
 __all__ = [
     "BodyPairs", "CompliantContact", "ContactPoints", "Contacts", "Friction", "Heightfield", "HuntCrossley",
-    "JointLimits",
-    "PairContact", "Plane", "SpringDamper", "WithContacts", "body_pairs", "box", "capsule", "contact_points",
-    "frame_points", "joint_limits", "mjcf_contacts", "mjcf_pairs", "stops", "mesh", "plane_contacts", "point",
-    "segment_contacts", "sphere", "urdf_contacts",
+    "JointLimits", "PairContact", "Plane", "SpringDamper", "WithContacts", "body_pairs", "box", "capsule",
+    "contact_points", "frame_points", "joint_limits", "mesh", "mjcf_contacts", "mjcf_pairs", "plane_contacts",
+    "point", "segment_contacts", "sphere", "stops", "urdf_contacts",
 ]

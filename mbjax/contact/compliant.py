@@ -30,6 +30,7 @@ import numpy as np
 
 from ..kinematics import body_velocities_from, tree_kinematics
 from ..model.model import Model
+from ..spatial import matvec
 from .ground import Contacts, Plane
 from .heightfield import Heightfield
 from .pairs import BodyPairs
@@ -160,8 +161,7 @@ def law_rates(model: Model, normal, friction, J, n, inverse_mass,
     k, c = (np.broadcast_to(np.asarray(x, float), moving.shape) for x in normal.linearised(load))
     m = 1.0 / np.where(moving, along, 1.0)
     root = np.sqrt(c**2 - 4 * m * k + 0j)
-    rates = {keys[0]: np.concatenate([((-c - root) / (2 * m))[moving],
-                                                            ((-c + root) / (2 * m))[moving]])}
+    rates = {keys[0]: np.concatenate([((-c - root) / (2 * m))[moving], ((-c + root) / (2 * m))[moving]])}
     if friction is not None:
         across = np.eye(3) - n[:, :, None] * n[:, None, :]
         fastest = np.linalg.eigvalsh(across @ inverse @ across)[:, -1]
@@ -174,9 +174,9 @@ class CompliantContact(eqx.Module):
 
     **Fields:** ``points`` (:class:`mbjax.contact.ContactPoints`), ``ground``
     (:class:`mbjax.contact.Plane` or :class:`mbjax.contact.Heightfield`), ``normal``
-    (:class:`SpringDamper` or :class:`HuntCrossley`),
-    ``friction`` (:class:`Friction`, or None for frictionless contacts). Every number is a
-    leaf: gradients flow to the contact parameters, the ground and the shapes.
+    (:class:`SpringDamper` or :class:`HuntCrossley`), ``friction`` (:class:`Friction`, or None
+    for frictionless contacts). Every number is a leaf: gradients flow to the contact
+    parameters, the ground and the shapes.
     """
 
     points: ContactPoints
@@ -206,7 +206,7 @@ class CompliantContact(eqx.Module):
     def _centres(self, tk):
         """World centres (k, 3) of the candidate spheres, from the bodies' poses."""
         body = np.asarray(self.points.body)
-        return jnp.einsum("kij,kj->ki", tk.R[body], self.points.position) + tk.p[body]
+        return matvec(tk.R[body], self.points.position) + tk.p[body]
 
     def rates(self, model: Model, q, inverse_mass) -> dict:
         """Eigenvalue estimates (1/s) of the contacts' fastest motions at ``q``, every candidate

@@ -1,5 +1,5 @@
-"""Contacts of an MJCF model: its geoms as collision shapes, its plane or hfield as the ground, and the
-pairs of its geoms that may touch, read from MuJoCo's compiled model (as
+"""Contacts of an MJCF model: its geoms as collision shapes, its plane or hfield as the
+ground, and the pairs of its geoms that may touch, read from MuJoCo's compiled model (as
 :func:`mbjax.load_mjcf` reads the bodies)."""
 
 from __future__ import annotations
@@ -152,9 +152,10 @@ def mjcf_pairs(model: Model, source, normal, slip_speed=1e-4) -> PairContact:
     shape_of = {}  # MuJoCo geom -> (mbjax body, shape), for the geoms that can be paired
     round_ = (int(mujoco.mjtGeom.mjGEOM_SPHERE), int(mujoco.mjtGeom.mjGEOM_CAPSULE))
     for g in range(m.ngeom):
-        body, shape = _geom_shape(mujoco, m, model, g)
-        if shape is not None and int(m.geom_type[g]) in round_:
-            shape_of[g] = (body, shape)
+        if int(m.geom_type[g]) in round_:  # (no convex hulls of meshes built to be dropped)
+            body, shape = _geom_shape(mujoco, m, model, g)
+            if body is not None:
+                shape_of[g] = (body, shape)
     weld = m.body_weldid
     excluded = {int(x) for x in m.exclude_signature}
     explicit = {(int(a), int(b)): float(f[0]) for a, b, f in zip(m.pair_geom1, m.pair_geom2, m.pair_friction)}

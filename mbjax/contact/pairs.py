@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..model.model import Model
+from ..spatial import matvec
 from .ground import Contacts
 
 
@@ -50,8 +51,7 @@ class BodyPairs(eqx.Module):
         """The contact of every pair (touching or not: ``depth`` < 0 is minus the gap) at the
         bodies' world poses ``R`` (nb, 3, 3), ``p`` (nb, 3)."""
         body = np.asarray(self.body)
-        a = jnp.einsum("kij,kj->ki", R[body], self.start) + p[body]
-        b = jnp.einsum("kij,kj->ki", R[body], self.end) + p[body]
+        a, b = (matvec(R[body], x) + p[body] for x in (self.start, self.end))
         i, j = np.asarray(self.first), np.asarray(self.second)
         return segment_contacts(a[i], b[i], self.radius[i], a[j], b[j], self.radius[j])
 
