@@ -37,6 +37,7 @@ from ..dynamics.passive import passive_forces_from
 from ..formulations.maximal import joint_state_from, maximal_state_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
+from ..simulation.fixed_steps import scan_steps
 from ..simulation.trajectory import Trajectory
 from .closures import LoopClosures
 from .closed_chain import check_closures, constrained_dynamics_from
@@ -186,24 +187,13 @@ def rollout(
     q0, qd0 = check_state(model, q0, qd=qd0)
     f_ext = check_external_forces(model, f_ext)
     dt = jnp.asarray(dt, qd0.dtype)
-    per_step = not callable(tau) and jnp.ndim(tau) == 2
-    if not callable(tau) and jnp.shape(tau)[-1:] != (model.nv,):
-        raise ValueError(f"tau has shape {jnp.shape(tau)}; expected ({model.nv},), ({steps}, {model.nv}) or a "
-                         "controller tau(t, q, qd)")
-    torques = jnp.asarray(tau, qd0.dtype) if per_step else jnp.zeros((steps, 0), qd0.dtype)
 
-    def body(state, xs):
-        k, tau_k = xs
-        q, qd = state
-        t = k * dt
-        u = tau(t, q, qd) if callable(tau) else (tau_k if per_step else jnp.asarray(tau, qd.dtype))
+    def one(q, qd, u, carry):
         out = step_from(model, closures, q, qd, u, dt, f_ext, solver)
-        return (out.q, out.qd), (out.q, out.qd, out.reactions)
+        return out.q, out.qd, carry, out.reactions
 
-    ks = jnp.arange(steps, dtype=qd0.dtype)
-    _, (qs, qds, reactions) = jax.lax.scan(body, (q0, qd0), (ks, torques))
-    qs, qds = jnp.concatenate([q0[None], qs]), jnp.concatenate([qd0[None], qds])
-    residual = None
+    traj, reactions = scan_steps(model, one, q0, qd0, tau, dt, steps)
     if closures is not None:
-        residual = jax.vmap(lambda q: residual_from(model, closures, tree_kinematics(model, q)))(qs)
-    return Trajectory(dt * jnp.arange(steps + 1, dtype=qd0.dtype), qs, qds, residual=residual), reactions
+        residual = jax.vmap(lambda q: residual_from(model, closures, tree_kinematics(model, q)))(traj.q)
+        traj = Trajectory(traj.ts, traj.q, traj.qd, residual=residual)
+    return traj, reactions

@@ -16,12 +16,14 @@ from .heightfield import Heightfield
 from .limits import JointLimits, joint_limits, stops
 from .mjcf import mjcf_contacts, mjcf_pairs
 from .pairs import BodyPairs, body_pairs, segment_contacts
+from .rigid import RigidContact, RigidPairs, StepResult, TimeStepping, rollout, step
 from .urdf import urdf_contacts
 from .shapes import ContactPoints, box, capsule, contact_points, frame_points, mesh, point, sphere
 
 __all__ = [
     "BodyPairs", "CompliantContact", "ContactPoints", "Contacts", "Friction", "Heightfield", "HuntCrossley",
-    "JointLimits", "PairContact", "Plane", "SpringDamper", "WithContacts", "body_pairs", "box", "capsule",
+    "JointLimits", "PairContact", "Plane", "RigidContact", "RigidPairs", "SpringDamper", "StepResult", "TimeStepping",
+    "WithContacts", "body_pairs", "box", "capsule",
     "contact_points", "frame_points", "joint_limits", "mesh", "mjcf_contacts", "mjcf_pairs", "plane_contacts",
-    "point", "segment_contacts", "sphere", "stops", "urdf_contacts",
+    "point", "rollout", "segment_contacts", "sphere", "step", "stops", "urdf_contacts",
 ]

@@ -1,0 +1,355 @@
+"""Rigid contacts and joint stops by time stepping: impulses at velocity level with exact
+Coulomb friction, a step size independent of any contact stiffness.
+
+**The step** (length h, semi-implicit Euler, as the loop-closure stepper and MuJoCo):
+
+    v* = qd + h M(q)^-1 (tau + passive - C(q, qd) + J_ext^T f_ext)      (the free motion)
+    qd+ = v* + M^-1 G^T lambda,        q+ = q (+) h qd+
+
+with one change for free joints, whose linear velocity v is in the body's axes (R its
+orientation): the step is taken on the velocity in the parent's axes, R v, which is constant in
+free flight. Its rate is R (dv/dt + w x v), so w x v joins the free acceleration; the origin
+moves by h R v+ (not along the group exponential's arc, which would sink a ball rolling on the
+ground into it at every step), and v+ is re-expressed in the new axes, exp(-h w+) v+. Without
+this, the explicit Coriolis term -w x v of the body-axes equations would lengthen v by
+sqrt(1 + h^2 |w|^2) at every step of a spinning body: energy from nowhere.
+
+Damping is taken implicitly (linearly implicit Euler, as MuJoCo's ``implicitfast``): the
+joints' dampers and, in :func:`rollout`, a controller's -d tau / d qd (symmetrised) D enter as
+M + h D in place of M, so that a PD controller's derivative gain on a light link does not
+limit the step (explicitly, h < 2 m / k_d).
+
+G stacks, for every constraint i, three rows in its frame (n_i, t1_i, t2_i): the velocity of
+the body's material point at contact i relative to the other side (the ground, or the pair's
+first body), along the normal and two tangents; a joint stop is one row (+-1 on its
+coordinate) with no tangents. lambda_i = (lambda_n, lambda_t) is the impulse of constraint i
+over the step (the contact force times h). With u+ = G qd+ = G v* + W lambda, W = G M^-1 G^T
+the Delassus matrix, the impulses solve the Coulomb problem at velocity level (Moreau 1988,
+Stewart & Trinkle 1996; Jean's non-smooth contact dynamics, 1999):
+
+    0 <= lambda_n  _|_  u_n+ - b >= 0,      b = -max(g, beta g) / h
+    lambda_t = -mu lambda_n u_t+ / |u_t+| where u_t+ != 0,   |lambda_t| <= mu lambda_n otherwise
+
+with g the gap (minus the penetration). Apart (g > 0) a contact may close at most its gap in
+the step, so nothing passes through anything; in contact it may not approach; a penetration
+(from the curvature of the surfaces, or a start in the ground) is pushed out at the rate
+beta g / h (``stabilisation`` beta, default 0.2). A joint stop's gap is linear in q, so a
+coordinate that starts within its limits stays there exactly (to the solver's tolerance).
+Impacts are perfectly plastic (restitution 0): the contact's normal velocity after it is 0.
+
+**The solver** is projected Gauss–Seidel on the impulses (Moreau's and Jean's NSGS): for each
+constraint in turn, the others held, the normal impulse is the exact one-dimensional
+solution, lambda_n <- max(0, lambda_n - (u_n - b) / W_nn), and the tangential impulse the
+projection of a gradient step on the friction disk, lambda_t <- P_{|.| <= mu lambda_n}(lambda_t
+- u_t / w_t) with w_t the larger eigenvalue of the constraint's tangential block of W. Its
+fixed points are exactly Coulomb's law: inside the disk u_t = 0 (sticking, no creep), on its
+edge lambda_t opposes u_t. ``iterations`` sweeps (static: a fixed count, differentiable in both
+modes), started from the previous step's impulses; each step reports the residual of the
+fixed point (impulse units, N s), which tells whether the sweeps sufficed. Contacts at rest
+converge in a few sweeps from the warm start; many strongly coupled contacts (a box's four
+corners) need more. The model's joint springs and dampers enter explicitly, as in
+:func:`mbjax.simulate`.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import equinox as eqx
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from ..checks import check_external_forces, check_state
+from ..configuration import integrate_from
+from ..dynamics.crba import mass_matrix_from
+from ..dynamics.passive import passive_forces_from
+from ..dynamics.rnea import rnea_from
+from ..kinematics import tree_kinematics
+from ..model.model import Model
+from ..simulation.fixed_steps import scan_steps
+from ..spatial import matvec, quat_to_rotation, rotation_exp
+from .ground import Plane
+from .heightfield import Heightfield
+from .limits import JointLimits
+from .pairs import BodyPairs
+from .shapes import ContactPoints
+
+#: default number of projected Gauss–Seidel sweeps per step
+ITERATIONS = 50
+#: default share of a penetration removed per step
+STABILISATION = 0.2
+
+
+def _friction(value, name):
+    value = jnp.asarray(value)
+    if not isinstance(value, jax.core.Tracer) and not np.all(np.isfinite(value) & (np.asarray(value) >= 0)):
+        raise ValueError(f"{name}: the friction coefficient must be non-negative and finite; got {np.asarray(value)}")
+    return value
+
+
+class Rows(NamedTuple):
+    """Constraint rows of k contacts: ``jacobian`` (k, 3, nv) along (normal, tangent, tangent),
+    ``gap`` (k,) (minus the penetration), ``frame`` (k, 3, 3) the rows n, t1, t2 (world axes),
+    ``point`` (k, 3) world contact points, ``mu`` (k,) friction coefficients."""
+
+    jacobian: jax.Array
+    gap: jax.Array
+    frame: jax.Array
+    point: jax.Array
+    mu: jax.Array
+
+
+def tangent_frame(n):
+    """Rows (n, t1, t2) (k, 3, 3) of right-handed orthonormal frames around unit normals ``n``
+    (k, 3), continuous in n away from n_z = 0 (Duff et al. 2017, "Building an orthonormal basis,
+    revisited")."""
+    s = jnp.where(n[:, 2] >= 0, 1.0, -1.0)
+    a = -1.0 / (s + n[:, 2])
+    b = n[:, 0] * n[:, 1] * a
+    t1 = jnp.stack([1.0 + s * n[:, 0] ** 2 * a, s * b, -s * n[:, 0]], -1)
+    t2 = jnp.stack([b, s + n[:, 1] ** 2 * a, -n[:, 1]], -1)
+    return jnp.stack([n, t1, t2], 1)
+
+
+def point_jacobians(model: Model, tk, body, point):
+    """World velocity Jacobians (k, 3, nv) of the material points of ``body`` (k,) at the world
+    points ``point`` (k, 3): column j is A[b, j] (S_j,lin + S_j,ang x point), S_j the world motion
+    subspace of coordinate j (linear part: the velocity of the point at the world origin)."""
+    A = jnp.asarray(model.topology.dof_ancestors, point.dtype)[np.asarray(body)]  # (k, nv)
+    lin = tk.S[None, :, :3] + jnp.cross(tk.S[None, :, 3:], point[:, None, :])  # (k, nv, 3)
+    return jnp.swapaxes(A[:, :, None] * lin, 1, 2)
+
+
+class RigidContact(eqx.Module):
+    """Rigid contacts of a model's candidate spheres (``points``, :class:`ContactPoints`) with
+    the ``ground`` (:class:`Plane` or :class:`Heightfield`), with Coulomb ``friction`` mu (a
+    scalar or one per candidate; 0: frictionless). Leaves are differentiable."""
+
+    points: ContactPoints
+    ground: Plane | Heightfield
+    friction: jax.Array = eqx.field(converter=lambda x: _friction(x, "RigidContact"))
+
+    def rows(self, model: Model, tk) -> Rows:
+        body = np.asarray(self.points.body)
+        centres = matvec(tk.R[body], self.points.position) + tk.p[body]
+        c = self.ground.contacts(centres, self.points.radius)
+        frame = tangent_frame(c.normal)
+        J = frame @ point_jacobians(model, tk, body, c.point)
+        return Rows(J, -c.depth, frame, c.point, jnp.broadcast_to(self.friction, c.depth.shape))
+
+
+class RigidPairs(eqx.Module):
+    """Rigid contacts between the spheres and capsules of ``pairs`` (:func:`body_pairs`), with
+    Coulomb ``friction`` mu (a scalar or one per pair). The normal points from each pair's first
+    shape to its second; the impulse acts on the second body, its opposite on the first."""
+
+    pairs: BodyPairs
+    friction: jax.Array = eqx.field(converter=lambda x: _friction(x, "RigidPairs"))
+
+    def rows(self, model: Model, tk) -> Rows:
+        c = self.pairs.contacts(tk.R, tk.p)
+        body = np.asarray(self.pairs.body)
+        first, second = body[np.asarray(self.pairs.first)], body[np.asarray(self.pairs.second)]
+        frame = tangent_frame(c.normal)
+        J = frame @ (point_jacobians(model, tk, second, c.point) - point_jacobians(model, tk, first, c.point))
+        return Rows(J, -c.depth, frame, c.point, jnp.broadcast_to(self.friction, c.depth.shape))
+
+
+def limit_rows(model: Model, limits: JointLimits, q):
+    """Rows (l, 3, nv) and gaps (l,) of the stops: +e_j at a lower limit (gap q - lower), -e_j at
+    an upper one (gap upper - q); no tangential rows."""
+    rows, gaps = [], []
+    for qi, vi, limit, sign, _ in limits._stops():
+        e = jnp.zeros((len(vi), 3, model.nv), q.dtype).at[np.arange(len(vi)), 0, vi].set(-sign)
+        rows.append(e)
+        gaps.append(-sign * (q[qi] - limit))
+    return jnp.concatenate(rows), jnp.concatenate(gaps)
+
+
+def _free_coordinates(model: Model):
+    """Indices (f, 3) of the free joints' linear and angular velocities, positions, and (f, 4)
+    quaternions."""
+    joints = [i for i, t in enumerate(model.joint_types) if t == "free"]
+    v = np.asarray([model.v_slice(i).start for i in joints], int).reshape(-1, 1)
+    q = np.asarray([model.q_slice(i).start for i in joints], int).reshape(-1, 1)
+    return v + np.arange(3), v + 3 + np.arange(3), q + np.arange(3), q + 3 + np.arange(4)
+
+
+class SolverState(NamedTuple):
+    impulses: jax.Array  # (n, 3) per constraint: (normal, t1, t2), N s
+    residual: jax.Array  # () largest change of an impulse in one more sweep, N s
+
+
+def solve_impulses(W, u_free, target, mu, start, iterations: int) -> SolverState:
+    """Projected Gauss–Seidel on the Coulomb problem (module docstring): ``W`` (n, 3, n, 3),
+    ``u_free`` (n, 3) the constraint velocities of the free motion, ``target`` (n,) the bound b
+    on the normal velocity, ``mu`` (n,), ``start`` (n, 3) the initial impulses."""
+    n = mu.shape[0]
+    Wf = W.reshape(3 * n, 3 * n)
+    idx = jnp.arange(n)
+    block = W[idx, :, idx, :]  # (n, 3, 3) each constraint's own block
+    wn = block[:, 0, 0]
+    inv_n = jnp.where(wn > 0, 1.0 / jnp.where(wn > 0, wn, 1.0), 0.0)
+    a, b, d = block[:, 1, 1], block[:, 1, 2], block[:, 2, 2]
+    wt = 0.5 * (a + d) + jnp.sqrt(0.25 * (a - d) ** 2 + b**2)  # larger eigenvalue of the tangential block
+    inv_t = jnp.where(wt > 0, 1.0 / jnp.where(wt > 0, wt, 1.0), 0.0)
+    rows = Wf.reshape(n, 3, 3 * n)
+    u_free = u_free.reshape(-1)
+
+    def local(i, lam, u):
+        """The new impulse (3,) of constraint i, given its velocity u (3,) at impulses lam (3n,)."""
+        old = jax.lax.dynamic_slice(lam, (3 * i,), (3,))
+        ln = jnp.maximum(old[0] - (u[0] - target[i]) * inv_n[i], 0.0)
+        ut = u[1:] + block[i, 1:, 0] * (ln - old[0])
+        lt = old[1:] - inv_t[i] * ut
+        s, radius = jnp.sum(lt**2), mu[i] * ln
+        outside = s > radius**2
+        lt = lt * jnp.where(outside, radius / jnp.sqrt(jnp.where(outside, s, 1.0)), 1.0)
+        return jnp.concatenate([ln[None], lt])
+
+    def constraint(i, lam):
+        u = jax.lax.dynamic_slice(u_free, (3 * i,), (3,)) + rows[i] @ lam
+        return jax.lax.dynamic_update_slice(lam, local(i, lam, u), (3 * i,))
+
+    def sweep(_, lam):
+        return jax.lax.fori_loop(0, n, constraint, lam)
+
+    lam = jax.lax.fori_loop(0, iterations, sweep, start.reshape(-1))
+    u = (u_free + Wf @ lam).reshape(n, 3)
+    change = jax.vmap(local, (0, None, 0))(idx, lam, u) - lam.reshape(n, 3)  # a Jacobi sweep's change
+    return SolverState(lam.reshape(n, 3), jnp.max(jnp.abs(change)))
+
+
+class StepResult(eqx.Module):
+    """One step of :func:`step`: ``q``, ``qd`` at t + h; ``forces`` (k, 3) the mean force over the
+    step on each contact's (second) body, world axes (impulse / h); ``limit_forces`` (nv,) the
+    generalized forces of the joint stops; ``impulses`` (n, 3) every constraint's impulse in its
+    frame (normal, t1, t2), the next step's warm start; ``residual`` the solver's (N s)."""
+
+    q: jax.Array
+    qd: jax.Array
+    forces: jax.Array
+    limit_forces: jax.Array
+    impulses: jax.Array
+    residual: jax.Array
+
+
+class TimeStepping(eqx.Module):
+    """Rigid ``contacts`` (:class:`RigidContact`, :class:`RigidPairs`, or a list of them) and
+    joint stops ``limits`` (:func:`joint_limits`: their positions; their laws are not used),
+    enforced by impulses at every step (module docstring) with ``iterations`` (static)
+    projected Gauss–Seidel sweeps and ``stabilisation`` beta in (0, 1]."""
+
+    contacts: tuple
+    limits: JointLimits | None
+    iterations: int = eqx.field(static=True)
+    stabilisation: float = eqx.field(static=True)
+
+    def __init__(self, contacts=(), limits: JointLimits | None = None, *, iterations: int = ITERATIONS,
+                 stabilisation: float = STABILISATION):
+        contacts = tuple(contacts) if isinstance(contacts, (list, tuple)) else (contacts,)
+        for c in contacts:
+            if not isinstance(c, (RigidContact, RigidPairs)):
+                raise TypeError(f"contacts must be contact.RigidContact or contact.RigidPairs (or a list of them); got "
+                                f"{type(c).__name__}; compliant contacts go to contact.WithContacts")
+        if limits is not None and not isinstance(limits, JointLimits):
+            raise TypeError(f"limits must be contact.joint_limits(model); got {type(limits).__name__}")
+        if not contacts and limits is None:
+            raise ValueError("TimeStepping needs contacts, joint limits, or both")
+        if not (isinstance(iterations, (int, np.integer)) and iterations >= 1):
+            raise ValueError(f"iterations must be a positive integer; got {iterations!r}")
+        if not 0 < stabilisation <= 1:
+            raise ValueError(f"stabilisation must be in (0, 1]; got {stabilisation}")
+        self.contacts, self.limits = contacts, limits
+        self.iterations, self.stabilisation = int(iterations), float(stabilisation)
+
+    def size(self, model: Model) -> int:
+        """The number of constraints n (contacts, then stops)."""
+        tk = jax.eval_shape(tree_kinematics, model, jnp.zeros(model.nq, model.dtype))
+        k = sum(jax.eval_shape(c.rows, model, tk).gap.shape[0] for c in self.contacts)
+        return k + (0 if self.limits is None else len(self.limits.v_lower) + len(self.limits.v_upper))
+
+    def step_from(self, model: Model, q, qd, tau, dt, f_ext, start, damping=None) -> StepResult:
+        """:func:`step` without input checks; ``start`` (n, 3) the impulses to start from;
+        ``damping`` (nv, nv): -d tau / d qd of the controller (symmetrised), taken implicitly
+        with the joints' own dampers (module docstring)."""
+        tk = tree_kinematics(model, q)
+        h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
+        D = jnp.diag(jnp.broadcast_to(model.damping, qd.shape).astype(qd.dtype))
+        if damping is not None:
+            D = D + 0.5 * (damping + damping.T)
+        chol = jax.scipy.linalg.cho_factor(mass_matrix_from(model, tk) + dt * D, lower=True)
+        lin, ang, pos, quat = _free_coordinates(model)
+        a = jax.scipy.linalg.cho_solve(chol, tau + passive_forces_from(model, q, qd) - h)
+        v_free = qd + dt * a.at[lin].add(jnp.cross(qd[ang], qd[lin]))  # the rate of R v (module docstring)
+        rows = [c.rows(model, tk) for c in self.contacts]
+        J, gap = [r.jacobian for r in rows], [r.gap for r in rows]
+        mu = [r.mu for r in rows]
+        if self.limits is not None:
+            Jl, gl = limit_rows(model, self.limits, q)
+            J, gap, mu = J + [Jl], gap + [gl], mu + [jnp.zeros_like(gl)]
+        J, gap, mu = jnp.concatenate(J), jnp.concatenate(gap), jnp.concatenate(mu)
+        G = J.reshape(-1, model.nv)  # (3n, nv)
+        MinvGt = jax.scipy.linalg.cho_solve(chol, G.T)
+        n = gap.shape[0]
+        W = (G @ MinvGt).reshape(n, 3, n, 3)
+        target = -jnp.maximum(gap, self.stabilisation * gap) / dt
+        sol = solve_impulses(W, (G @ v_free).reshape(n, 3), target, mu, start, self.iterations)
+        qd1 = v_free + MinvGt @ sol.impulses.reshape(-1)
+        k = sum(r.gap.shape[0] for r in rows)
+        forces = jnp.einsum("ki,kij->kj", sol.impulses[:k], jnp.concatenate([r.frame for r in rows])) / dt if rows \
+            else jnp.zeros((0, 3), qd.dtype)
+        limit_forces = (J[k:, 0].T @ sol.impulses[k:, 0]) / dt
+        q1 = integrate_from(model, q, dt * qd1)
+        q1 = q1.at[pos].set(q[pos] + dt * matvec(quat_to_rotation(q[quat]), qd1[lin]))
+        qd1 = qd1.at[lin].set(matvec(rotation_exp(-dt * qd1[ang]), qd1[lin]))
+        return StepResult(q1, qd1, forces, limit_forces, sol.impulses, sol.residual)
+
+
+def _checked(model, stepping, dt):
+    if not isinstance(stepping, TimeStepping):
+        raise TypeError(f"stepping must be a contact.TimeStepping; got {type(stepping).__name__}")
+    if not isinstance(dt, jax.core.Tracer) and not float(dt) > 0:
+        raise ValueError(f"the step dt must be positive; got {dt}")
+    return jnp.asarray(dt, model.dtype)
+
+
+@eqx.filter_jit
+def step(model: Model, stepping: TimeStepping, q, qd, tau, dt, f_ext=None, impulses=None) -> StepResult:
+    """One step of length ``dt`` of ``model`` with the rigid contacts and stops of ``stepping``
+    (:class:`TimeStepping`) from ``(q, qd)`` under the torques ``tau`` (nv,) and optional
+    external wrenches ``f_ext`` (nbodies, 6); ``impulses`` (n, 3): a warm start (a previous
+    :attr:`StepResult.impulses`; default zero). Returns a :class:`StepResult`."""
+    dt = _checked(model, stepping, dt)
+    q, qd, tau = check_state(model, q, qd=qd, tau=tau)
+    f_ext = check_external_forces(model, f_ext)
+    start = jnp.zeros((stepping.size(model), 3), qd.dtype) if impulses is None else jnp.asarray(impulses, qd.dtype)
+    return stepping.step_from(model, q, qd, tau, dt, f_ext, start)
+
+
+@eqx.filter_jit
+def rollout(model: Model, stepping: TimeStepping, q0, qd0, tau, dt, steps: int, f_ext=None):
+    """``steps`` steps of :func:`step` from ``(q0, qd0)`` in one ``lax.scan``, each warm started
+    from the impulses of the one before.
+
+    ``tau``: (nv,) constant, (steps, nv) one row per step, or a controller ``tau(t, q, qd)``
+    (e.g. :class:`mbjax.PD`); ``steps`` (static). **Returns:** ``(trajectory, results)``: a
+    :class:`mbjax.Trajectory` of the steps + 1 states at ``dt * arange(steps + 1)``, and the
+    :class:`StepResult` of every step stacked (forces, limit forces, impulses, residuals).
+    """
+    dt = _checked(model, stepping, dt)
+    q0, qd0 = check_state(model, q0, qd=qd0)
+    f_ext = check_external_forces(model, f_ext)
+
+    def one(q, qd, u, impulses):
+        u, damping = u if callable(tau) else (u, None)
+        out = stepping.step_from(model, q, qd, u, dt, f_ext, impulses, damping)
+        return out.q, out.qd, out.impulses, out
+
+    def controller(t, q, qd):  # the torques, and their damping -d tau / d qd, taken implicitly
+        u, du = jax.linearize(lambda v: tau(t, q, v), qd)
+        return u, -jax.vmap(du, out_axes=1)(jnp.eye(model.nv, dtype=qd.dtype))
+
+    start = jnp.zeros((stepping.size(model), 3), qd0.dtype)
+    return scan_steps(model, one, q0, qd0, controller if callable(tau) else tau, dt, steps, start)
