@@ -192,7 +192,8 @@ def solve_impulses(W, u_free, target, mu, start, iterations: int) -> SolverState
     wn = block[:, 0, 0]
     inv_n = jnp.where(wn > 0, 1.0 / jnp.where(wn > 0, wn, 1.0), 0.0)
     a, b, d = block[:, 1, 1], block[:, 1, 2], block[:, 2, 2]
-    wt = 0.5 * (a + d) + jnp.sqrt(0.25 * (a - d) ** 2 + b**2)  # larger eigenvalue of the tangential block
+    disc = 0.25 * (a - d) ** 2 + b**2  # zero for an isotropic block (a sphere on a plane): no NaN in derivatives
+    wt = 0.5 * (a + d) + jnp.where(disc > 0, jnp.sqrt(jnp.where(disc > 0, disc, 1.0)), 0.0)  # the larger eigenvalue
     inv_t = jnp.where(wt > 0, 1.0 / jnp.where(wt > 0, wt, 1.0), 0.0)
     rows = Wf.reshape(n, 3, 3 * n)
     u_free = u_free.reshape(-1)
