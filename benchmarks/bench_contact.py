@@ -19,6 +19,9 @@ offsets and velocities, and lasts ``--duration`` seconds.
   (``contact.joint_limits``; MuJoCo's default for its limits). Compliant contacts
   are stiff, so two solvers are timed: Tsit5 at the longest fixed step it is stable at
   (``mbjax.simulation.stability``, times 0.9) and adaptive Tsit5 (rtol = atol = 1e-5).
+- mbjax rigid: ``mbjax.contact.rollout`` (vmapped) with :class:`mbjax.contact.TimeStepping`:
+  the same feet, friction and stops as rigid constraints, impulses by 20 projected
+  Gauss-Seidel sweeps per step, at MuJoCo's step of 2 ms (the servos' damping implicit).
 
 Reported per trajectory: wall time per simulated second (min and median of the repeats;
 compilation (trace, lower and compile) excluded, timed apart) and the ratio mbjax / MuJoCo, for each batch size, and
@@ -50,6 +53,8 @@ import mbjax  # noqa: E402
 from mbjax import contact  # noqa: E402
 from mbjax.simulation import stability  # noqa: E402
 
+#: projected Gauss-Seidel sweeps per step of the rigid model
+RIGID_ITERATIONS = 20
 BARKOUR = os.path.join(os.path.dirname(mujoco.__file__), "mjx", "test_data", "barkour_v0", "assets",
                        "barkour_v0_mjx.xml")
 
@@ -100,9 +105,22 @@ def mujoco_run(m, qpos, qvel, duration):
 def mbjax_program(m, model, slip_speed, solver_kind, duration):
     """A jitted ``(qpos, qvel) -> final qpos`` batch simulation, and its fixed step (or None)."""
     floor = contact.mjcf_contacts(model, m, contact.SpringDamper(1e4, 300.0), slip_speed=slip_speed)
-    dynamics = contact.WithContacts(floor, limits=contact.joint_limits(model, time_constant=0.02))
+    limits = contact.joint_limits(model, time_constant=0.02)
+    dynamics = contact.WithContacts(floor, limits=limits)
     home = jnp.asarray(m.key_qpos[0])
     servo = mbjax.load_mjcf_actuators(m).control(jnp.asarray(home_targets(m)))
+    if solver_kind == "rigid":
+        stepping = contact.TimeStepping(contact.RigidContact(floor.points, floor.ground, floor.friction.coefficient),
+                                        limits, iterations=RIGID_ITERATIONS)
+        dt = m.opt.timestep
+        steps = int(round(duration / dt))
+
+        @jax.jit
+        def run(qpos, qvel):
+            one = lambda q, v: contact.rollout(model, stepping, q, v, servo, dt, steps)[0].q[-1]  # noqa: E731
+            return jax.vmap(one)(qpos, qvel)
+
+        return run, dt
     kwargs = dict(tau=servo, method=dynamics, saveat=[duration], max_steps=2_000_000)
     dt = None
     if solver_kind == "fixed":
@@ -125,7 +143,8 @@ def main():
     parser.add_argument("--batch", type=int, nargs="+", default=[1, 64, 1024])
     parser.add_argument("--duration", type=float, default=0.5, help="simulated seconds per trajectory")
     parser.add_argument("--slip-speed", type=float, default=1e-2, help="mbjax's friction regularisation (m/s)")
-    parser.add_argument("--solvers", nargs="+", default=["fixed", "adaptive"], choices=["fixed", "adaptive"])
+    parser.add_argument("--solvers", nargs="+", default=["rigid", "fixed", "adaptive"],
+                        choices=["rigid", "fixed", "adaptive"])
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json", help="write the results here")
     args = parser.parse_args()
@@ -169,7 +188,9 @@ def main():
         print(line)
         print("         mean final base height: " + ", ".join(f"{k} {h:.4f} m" for k, h in row["heights"].items()))
     for kind, (_, dt) in programs.items():
-        if dt is not None:
+        if kind == "rigid":
+            print(f"mbjax rigid: time stepping at dt = {dt:.3g} s, {RIGID_ITERATIONS} sweeps per step")
+        elif dt is not None:
             print(f"mbjax {kind}: Tsit5 at dt = {dt:.3g} s (0.9 x the longest stable step on the contacts' rates)")
     if args.json:
         with open(args.json, "w") as f:

@@ -104,7 +104,8 @@ def test_a_dropped_box_obeys_coulombs_law_at_every_contact():
         return u, b, rows
 
     u, b, _ = jax.vmap(check)(traj.q[:-1], traj.qd[1:])
-    ln, lt = res.impulses[..., 0], res.impulses[..., 1:]
+    impulses = res.contact_impulses
+    ln, lt = impulses[..., 0], impulses[..., 1:]
     scale = float(ln.max())  # N s
     # the sweeps' fixed point: reached to rounding at most steps; while a face slides on its four
     # corners (whose split of the load is not unique) they settle into a cycle of 5e-7 N s, which

@@ -157,14 +157,25 @@ class RigidPairs(eqx.Module):
 
 
 def limit_rows(model: Model, limits: JointLimits, q):
-    """Rows (l, 3, nv) and gaps (l,) of the stops: +e_j at a lower limit (gap q - lower), -e_j at
-    an upper one (gap upper - q); no tangential rows."""
-    rows, gaps = [], []
-    for qi, vi, limit, sign, _ in limits._stops():
-        e = jnp.zeros((len(vi), 3, model.nv), q.dtype).at[np.arange(len(vi)), 0, vi].set(-sign)
-        rows.append(e)
-        gaps.append(-sign * (q[qi] - limit))
-    return jnp.concatenate(rows), jnp.concatenate(gaps)
+    """Rows (l, nv) and gaps (l,) of the stops, one per limited coordinate j, at the nearer of its
+    two limits: +e_j with gap q_j - lower at the lower one, -e_j with gap upper - q_j at the upper
+    (a coordinate cannot press on both at once)."""
+    sides = {}  # velocity index -> (q index, index among the lower limits or None, among the upper or None)
+    for which, qis, vis in (("lower", limits.q_lower, limits.v_lower), ("upper", limits.q_upper, limits.v_upper)):
+        for n, (qi, vi) in enumerate(zip(qis, vis)):
+            qi_, lo, up = sides.get(vi, (qi, None, None))
+            sides[vi] = (qi, n, up) if which == "lower" else (qi, lo, n)
+    vi = np.asarray(sorted(sides), int)
+    qi = np.asarray([sides[v][0] for v in vi], int)
+    inf = jnp.full(len(vi), jnp.inf, q.dtype)
+    lower, upper = inf, inf
+    for n, v in enumerate(vi):
+        _, lo, up = sides[v]
+        lower = lower if lo is None else lower.at[n].set(q[qi[n]] - limits.lower[lo])
+        upper = upper if up is None else upper.at[n].set(limits.upper[up] - q[qi[n]])
+    at_lower = lower <= upper
+    rows = jnp.zeros((len(vi), model.nv), q.dtype).at[np.arange(len(vi)), vi].set(jnp.where(at_lower, 1.0, -1.0))
+    return rows, jnp.minimum(lower, upper)
 
 
 def _free_coordinates(model: Model):
@@ -177,29 +188,31 @@ def _free_coordinates(model: Model):
 
 
 class SolverState(NamedTuple):
-    impulses: jax.Array  # (n, 3) per constraint: (normal, t1, t2), N s
-    residual: jax.Array  # () largest change of an impulse in one more sweep, N s
+    impulses: jax.Array  # (3k + l,) the contacts' (normal, t1, t2), then the stops', N s
+    residual: jax.Array  # () the largest change of an impulse in one more (Jacobi) sweep, N s
+
+
+def _safe_inverse(x):
+    return jnp.where(x > 0, 1.0 / jnp.where(x > 0, x, 1.0), 0.0)
 
 
 def solve_impulses(W, u_free, target, mu, start, iterations: int) -> SolverState:
-    """Projected Gauss–Seidel on the Coulomb problem (module docstring): ``W`` (n, 3, n, 3),
-    ``u_free`` (n, 3) the constraint velocities of the free motion, ``target`` (n,) the bound b
-    on the normal velocity, ``mu`` (n,), ``start`` (n, 3) the initial impulses."""
-    n = mu.shape[0]
-    Wf = W.reshape(3 * n, 3 * n)
-    idx = jnp.arange(n)
-    block = W[idx, :, idx, :]  # (n, 3, 3) each constraint's own block
-    wn = block[:, 0, 0]
-    inv_n = jnp.where(wn > 0, 1.0 / jnp.where(wn > 0, wn, 1.0), 0.0)
+    """Projected Gauss–Seidel on the Coulomb problem (module docstring) of k contacts and l stops:
+    ``W`` (m, m) with m = 3k + l, the contacts' rows (normal, t1, t2) first; ``u_free`` (m,) the
+    constraint velocities of the free motion; ``target`` (k + l,) the bounds b on the normal
+    velocities; ``mu`` (k,); ``start`` (m,) the initial impulses."""
+    k = mu.shape[0]
+    m = W.shape[0]
+    c = jnp.arange(k)
+    block = W[3 * c[:, None, None] + jnp.arange(3)[:, None], 3 * c[:, None, None] + jnp.arange(3)]  # (k, 3, 3)
+    inv_n = _safe_inverse(block[:, 0, 0])
     a, b, d = block[:, 1, 1], block[:, 1, 2], block[:, 2, 2]
     disc = 0.25 * (a - d) ** 2 + b**2  # zero for an isotropic block (a sphere on a plane): no NaN in derivatives
-    wt = 0.5 * (a + d) + jnp.where(disc > 0, jnp.sqrt(jnp.where(disc > 0, disc, 1.0)), 0.0)  # the larger eigenvalue
-    inv_t = jnp.where(wt > 0, 1.0 / jnp.where(wt > 0, wt, 1.0), 0.0)
-    rows = Wf.reshape(n, 3, 3 * n)
-    u_free = u_free.reshape(-1)
+    inv_t = _safe_inverse(0.5 * (a + d) + jnp.where(disc > 0, jnp.sqrt(jnp.where(disc > 0, disc, 1.0)), 0.0))
+    inv_l = _safe_inverse(jnp.diagonal(W)[3 * k:])
 
-    def local(i, lam, u):
-        """The new impulse (3,) of constraint i, given its velocity u (3,) at impulses lam (3n,)."""
+    def contact(i, lam, u):
+        """The new impulse (3,) of contact i, given its velocity u (3,) at impulses lam (m,)."""
         old = jax.lax.dynamic_slice(lam, (3 * i,), (3,))
         ln = jnp.maximum(old[0] - (u[0] - target[i]) * inv_n[i], 0.0)
         ut = u[1:] + block[i, 1:, 0] * (ln - old[0])
@@ -209,24 +222,35 @@ def solve_impulses(W, u_free, target, mu, start, iterations: int) -> SolverState
         lt = lt * jnp.where(outside, radius / jnp.sqrt(jnp.where(outside, s, 1.0)), 1.0)
         return jnp.concatenate([ln[None], lt])
 
-    def constraint(i, lam):
-        u = jax.lax.dynamic_slice(u_free, (3 * i,), (3,)) + rows[i] @ lam
-        return jax.lax.dynamic_update_slice(lam, local(i, lam, u), (3 * i,))
+    def stop(j, lam, u):
+        """The new impulse of stop j, given its velocity u at impulses lam (m,)."""
+        return jnp.maximum(lam[3 * k + j] - (u - target[k + j]) * inv_l[j], 0.0)
 
     def sweep(_, lam):
-        return jax.lax.fori_loop(0, n, constraint, lam)
+        def one_contact(i, lam):
+            u = jax.lax.dynamic_slice(u_free, (3 * i,), (3,)) + jax.lax.dynamic_slice(W, (3 * i, 0), (3, m)) @ lam
+            return jax.lax.dynamic_update_slice(lam, contact(i, lam, u), (3 * i,))
 
-    lam = jax.lax.fori_loop(0, iterations, sweep, start.reshape(-1))
-    u = (u_free + Wf @ lam).reshape(n, 3)
-    change = jax.vmap(local, (0, None, 0))(idx, lam, u) - lam.reshape(n, 3)  # a Jacobi sweep's change
-    return SolverState(lam.reshape(n, 3), jnp.max(jnp.abs(change)))
+        def one_stop(j, lam):
+            return lam.at[3 * k + j].set(stop(j, lam, u_free[3 * k + j] + W[3 * k + j] @ lam))
+
+        lam = jax.lax.fori_loop(0, k, one_contact, lam) if k else lam
+        return jax.lax.fori_loop(0, m - 3 * k, one_stop, lam) if m > 3 * k else lam
+
+    lam = jax.lax.fori_loop(0, iterations, sweep, start)
+    u = u_free + W @ lam
+    jacobi = [jax.vmap(contact, (0, None, 0))(c, lam, u[:3 * k].reshape(k, 3)).reshape(-1)] if k else []
+    jacobi += [jax.vmap(stop, (0, None, 0))(jnp.arange(m - 3 * k), lam, u[3 * k:])] if m > 3 * k else []
+    jacobi = jnp.concatenate(jacobi)
+    return SolverState(lam, jnp.max(jnp.abs(jacobi - lam), initial=0.0))
 
 
 class StepResult(eqx.Module):
     """One step of :func:`step`: ``q``, ``qd`` at t + h; ``forces`` (k, 3) the mean force over the
     step on each contact's (second) body, world axes (impulse / h); ``limit_forces`` (nv,) the
-    generalized forces of the joint stops; ``impulses`` (n, 3) every constraint's impulse in its
-    frame (normal, t1, t2), the next step's warm start; ``residual`` the solver's (N s)."""
+    generalized forces of the joint stops; ``impulses`` (3k + l,) the contacts' impulses in their
+    frames (normal, t1, t2), then the l stops' (one per limited coordinate), the next step's warm
+    start (:attr:`contact_impulses`: the first part as (k, 3)); ``residual`` the solver's (N s)."""
 
     q: jax.Array
     qd: jax.Array
@@ -234,6 +258,12 @@ class StepResult(eqx.Module):
     limit_forces: jax.Array
     impulses: jax.Array
     residual: jax.Array
+
+    @property
+    def contact_impulses(self):
+        """(..., k, 3) the contacts' impulses (normal, t1, t2) in their frames, N s."""
+        k = self.forces.shape[-2]
+        return self.impulses[..., :3 * k].reshape(self.impulses.shape[:-1] + (k, 3))
 
 
 class TimeStepping(eqx.Module):
@@ -266,13 +296,13 @@ class TimeStepping(eqx.Module):
         self.iterations, self.stabilisation = int(iterations), float(stabilisation)
 
     def size(self, model: Model) -> int:
-        """The number of constraints n (contacts, then stops)."""
+        """The number of impulse components, 3k + l: three per contact, one per limited coordinate."""
         tk = jax.eval_shape(tree_kinematics, model, jnp.zeros(model.nq, model.dtype))
         k = sum(jax.eval_shape(c.rows, model, tk).gap.shape[0] for c in self.contacts)
-        return k + (0 if self.limits is None else len(self.limits.v_lower) + len(self.limits.v_upper))
+        return 3 * k + (0 if self.limits is None else len(set(self.limits.v_lower) | set(self.limits.v_upper)))
 
     def step_from(self, model: Model, q, qd, tau, dt, f_ext, start, damping=None) -> StepResult:
-        """:func:`step` without input checks; ``start`` (n, 3) the impulses to start from;
+        """:func:`step` without input checks; ``start`` (3k + l,) the impulses to start from;
         ``damping`` (nv, nv): -d tau / d qd of the controller (symmetrised), taken implicitly
         with the joints' own dampers (module docstring)."""
         tk = tree_kinematics(model, q)
@@ -285,23 +315,21 @@ class TimeStepping(eqx.Module):
         a = jax.scipy.linalg.cho_solve(chol, tau + passive_forces_from(model, q, qd) - h)
         v_free = qd + dt * a.at[lin].add(jnp.cross(qd[ang], qd[lin]))  # the rate of R v (module docstring)
         rows = [c.rows(model, tk) for c in self.contacts]
-        J, gap = [r.jacobian for r in rows], [r.gap for r in rows]
-        mu = [r.mu for r in rows]
-        if self.limits is not None:
-            Jl, gl = limit_rows(model, self.limits, q)
-            J, gap, mu = J + [Jl], gap + [gl], mu + [jnp.zeros_like(gl)]
-        J, gap, mu = jnp.concatenate(J), jnp.concatenate(gap), jnp.concatenate(mu)
-        G = J.reshape(-1, model.nv)  # (3n, nv)
-        MinvGt = jax.scipy.linalg.cho_solve(chol, G.T)
-        n = gap.shape[0]
-        W = (G @ MinvGt).reshape(n, 3, n, 3)
-        target = -jnp.maximum(gap, self.stabilisation * gap) / dt
-        sol = solve_impulses(W, (G @ v_free).reshape(n, 3), target, mu, start, self.iterations)
-        qd1 = v_free + MinvGt @ sol.impulses.reshape(-1)
         k = sum(r.gap.shape[0] for r in rows)
-        forces = jnp.einsum("ki,kij->kj", sol.impulses[:k], jnp.concatenate([r.frame for r in rows])) / dt if rows \
-            else jnp.zeros((0, 3), qd.dtype)
-        limit_forces = (J[k:, 0].T @ sol.impulses[k:, 0]) / dt
+        G = [r.jacobian.reshape(-1, model.nv) for r in rows]  # (3k, nv): each contact's normal, t1, t2
+        gap, mu = [r.gap for r in rows], [r.mu for r in rows]
+        if self.limits is not None:
+            Gl, gl = limit_rows(model, self.limits, q)
+            G, gap = G + [Gl], gap + [gl]
+        G, gap = jnp.concatenate(G), jnp.concatenate(gap)
+        mu = jnp.concatenate(mu) if rows else jnp.zeros(0, qd.dtype)
+        MinvGt = jax.scipy.linalg.cho_solve(chol, G.T)
+        target = -jnp.maximum(gap, self.stabilisation * gap) / dt
+        sol = solve_impulses(G @ MinvGt, G @ v_free, target, mu, start, self.iterations)
+        qd1 = v_free + MinvGt @ sol.impulses
+        frames = jnp.concatenate([r.frame for r in rows]) if rows else jnp.zeros((0, 3, 3), qd.dtype)
+        forces = jnp.einsum("ki,kij->kj", sol.impulses[:3 * k].reshape(k, 3), frames) / dt
+        limit_forces = G[3 * k:].T @ sol.impulses[3 * k:] / dt
         q1 = integrate_from(model, q, dt * qd1)
         q1 = q1.at[pos].set(q[pos] + dt * matvec(quat_to_rotation(q[quat]), qd1[lin]))
         qd1 = qd1.at[lin].set(matvec(rotation_exp(-dt * qd1[ang]), qd1[lin]))
@@ -320,12 +348,12 @@ def _checked(model, stepping, dt):
 def step(model: Model, stepping: TimeStepping, q, qd, tau, dt, f_ext=None, impulses=None) -> StepResult:
     """One step of length ``dt`` of ``model`` with the rigid contacts and stops of ``stepping``
     (:class:`TimeStepping`) from ``(q, qd)`` under the torques ``tau`` (nv,) and optional
-    external wrenches ``f_ext`` (nbodies, 6); ``impulses`` (n, 3): a warm start (a previous
+    external wrenches ``f_ext`` (nbodies, 6); ``impulses`` (3k + l,): a warm start (a previous
     :attr:`StepResult.impulses`; default zero). Returns a :class:`StepResult`."""
     dt = _checked(model, stepping, dt)
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
     f_ext = check_external_forces(model, f_ext)
-    start = jnp.zeros((stepping.size(model), 3), qd.dtype) if impulses is None else jnp.asarray(impulses, qd.dtype)
+    start = jnp.zeros(stepping.size(model), qd.dtype) if impulses is None else jnp.asarray(impulses, qd.dtype)
     return stepping.step_from(model, q, qd, tau, dt, f_ext, start)
 
 
@@ -335,9 +363,10 @@ def rollout(model: Model, stepping: TimeStepping, q0, qd0, tau, dt, steps: int, 
     from the impulses of the one before.
 
     ``tau``: (nv,) constant, (steps, nv) one row per step, or a controller ``tau(t, q, qd)``
-    (e.g. :class:`mbjax.PD`); ``steps`` (static). **Returns:** ``(trajectory, results)``: a
-    :class:`mbjax.Trajectory` of the steps + 1 states at ``dt * arange(steps + 1)``, and the
-    :class:`StepResult` of every step stacked (forces, limit forces, impulses, residuals).
+    (e.g. :class:`mbjax.PD`; its damping -d tau / d qd is taken implicitly); ``steps`` (static).
+    **Returns:** ``(trajectory, results)``: a :class:`mbjax.Trajectory` of the steps + 1 states at
+    ``dt * arange(steps + 1)``, and the :class:`StepResult` of every step stacked (forces, limit
+    forces, impulses, residuals).
     """
     dt = _checked(model, stepping, dt)
     q0, qd0 = check_state(model, q0, qd=qd0)
@@ -352,5 +381,5 @@ def rollout(model: Model, stepping: TimeStepping, q0, qd0, tau, dt, steps: int, 
         u, du = jax.linearize(lambda v: tau(t, q, v), qd)
         return u, -jax.vmap(du, out_axes=1)(jnp.eye(model.nv, dtype=qd.dtype))
 
-    start = jnp.zeros((stepping.size(model), 3), qd0.dtype)
+    start = jnp.zeros(stepping.size(model), qd0.dtype)
     return scan_steps(model, one, q0, qd0, controller if callable(tau) else tau, dt, steps, start)
