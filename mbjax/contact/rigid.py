@@ -163,16 +163,15 @@ def limit_rows(model: Model, limits: JointLimits, q):
     sides = {}  # velocity index -> (q index, index among the lower limits or None, among the upper or None)
     for which, qis, vis in (("lower", limits.q_lower, limits.v_lower), ("upper", limits.q_upper, limits.v_upper)):
         for n, (qi, vi) in enumerate(zip(qis, vis)):
-            qi_, lo, up = sides.get(vi, (qi, None, None))
+            _, lo, up = sides.get(vi, (qi, None, None))
             sides[vi] = (qi, n, up) if which == "lower" else (qi, lo, n)
     vi = np.asarray(sorted(sides), int)
     qi = np.asarray([sides[v][0] for v in vi], int)
-    inf = jnp.full(len(vi), jnp.inf, q.dtype)
-    lower, upper = inf, inf
-    for n, v in enumerate(vi):
-        _, lo, up = sides[v]
-        lower = lower if lo is None else lower.at[n].set(q[qi[n]] - limits.lower[lo])
-        upper = upper if up is None else upper.at[n].set(limits.upper[up] - q[qi[n]])
+    lo = np.asarray([-1 if sides[v][1] is None else sides[v][1] for v in vi], int)
+    up = np.asarray([-1 if sides[v][2] is None else sides[v][2] for v in vi], int)
+    lower = q[qi] - limits.lower[np.maximum(lo, 0)] if len(limits.q_lower) else jnp.zeros(len(vi), q.dtype)
+    upper = limits.upper[np.maximum(up, 0)] - q[qi] if len(limits.q_upper) else jnp.zeros(len(vi), q.dtype)
+    lower, upper = jnp.where(lo >= 0, lower, jnp.inf), jnp.where(up >= 0, upper, jnp.inf)  # no limit on that side
     at_lower = lower <= upper
     rows = jnp.zeros((len(vi), model.nv), q.dtype).at[np.arange(len(vi)), vi].set(jnp.where(at_lower, 1.0, -1.0))
     return rows, jnp.minimum(lower, upper)
@@ -234,8 +233,11 @@ def solve_impulses(W, u_free, target, mu, start, iterations: int) -> SolverState
         def one_stop(j, lam):
             return lam.at[3 * k + j].set(stop(j, lam, u_free[3 * k + j] + W[3 * k + j] @ lam))
 
-        lam = jax.lax.fori_loop(0, k, one_contact, lam) if k else lam
-        return jax.lax.fori_loop(0, m - 3 * k, one_stop, lam) if m > 3 * k else lam
+        for i in range(k):  # unrolled: one short chain of kernels per sweep
+            lam = one_contact(i, lam)
+        for j in range(m - 3 * k):
+            lam = one_stop(j, lam)
+        return lam
 
     lam = jax.lax.fori_loop(0, iterations, sweep, start)
     u = u_free + W @ lam
