@@ -25,7 +25,7 @@ def scan_steps(model, step, q0, qd0, tau, dt, steps: int, carry=None):
                          "controller tau(t, q, qd)")
     if per_step and jnp.shape(tau)[0] != steps:
         raise ValueError(f"tau has {jnp.shape(tau)[0]} rows for {steps} steps; give one row per step")
-    torques = jnp.asarray(tau, qd0.dtype) if per_step else jnp.zeros((steps, 0), qd0.dtype)
+    torques = jnp.asarray(tau, qd0.dtype) if per_step else None
 
     def body(state, xs):
         k, tau_k = xs
@@ -35,6 +35,6 @@ def scan_steps(model, step, q0, qd0, tau, dt, steps: int, carry=None):
         return (q, qd, c), (q, qd, out)
 
     ks = jnp.arange(steps, dtype=qd0.dtype)
-    _, (qs, qds, outs) = jax.lax.scan(body, (q0, qd0, carry), (ks, torques))
+    _, (qs, qds, outs) = jax.lax.scan(body, (q0, qd0, carry), (ks, torques), length=steps)
     qs, qds = jnp.concatenate([q0[None], qs]), jnp.concatenate([qd0[None], qds])
     return Trajectory(dt * jnp.arange(steps + 1, dtype=qd0.dtype), qs, qds), outs
