@@ -30,7 +30,6 @@ import numpy as np
 
 from ..kinematics import body_velocities_from, tree_kinematics
 from ..model.model import Model
-from ..spatial import matvec
 from .ground import Contacts, Plane
 from .heightfield import Heightfield
 from .pairs import BodyPairs
@@ -205,8 +204,7 @@ class CompliantContact(eqx.Module):
 
     def _centres(self, tk):
         """World centres (k, 3) of the candidate spheres, from the bodies' poses."""
-        body = np.asarray(self.points.body)
-        return matvec(tk.R[body], self.points.position) + tk.p[body]
+        return self.points.centres(tk.R, tk.p)
 
     def rates(self, model: Model, q, inverse_mass) -> dict:
         """Eigenvalue estimates (1/s) of the contacts' fastest motions at ``q``, every candidate

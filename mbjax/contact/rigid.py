@@ -131,11 +131,9 @@ class RigidContact(eqx.Module):
     friction: jax.Array = eqx.field(converter=lambda x: _friction(x, "RigidContact"))
 
     def rows(self, model: Model, tk) -> Rows:
-        body = np.asarray(self.points.body)
-        centres = matvec(tk.R[body], self.points.position) + tk.p[body]
-        c = self.ground.contacts(centres, self.points.radius)
+        c = self.ground.contacts(self.points.centres(tk.R, tk.p), self.points.radius)
         frame = tangent_frame(c.normal)
-        J = frame @ point_jacobians(model, tk, body, c.point)
+        J = frame @ point_jacobians(model, tk, self.points.body, c.point)
         return Rows(J, -c.depth, frame, c.point, jnp.broadcast_to(self.friction, c.depth.shape))
 
 

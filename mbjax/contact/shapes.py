@@ -18,6 +18,7 @@ import numpy as np
 from scipy.spatial import ConvexHull, QhullError
 
 from ..model.model import Model
+from ..spatial import matvec
 
 
 class ContactPoints(eqx.Module):
@@ -36,6 +37,11 @@ class ContactPoints(eqx.Module):
 
     def __len__(self):
         return len(self.body)
+
+    def centres(self, R, p):
+        """World centres (k, 3) of the candidates at the bodies' world poses ``R`` (nb, 3, 3), ``p`` (nb, 3)."""
+        body = np.asarray(self.body)
+        return matvec(R[body], self.position) + p[body]
 
 
 def _placement(rotation, translation):
