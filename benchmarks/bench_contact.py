@@ -29,7 +29,7 @@ the final base heights of both as a sanity check (they are different contact mod
 heights agree to millimetres, not digits). Float64, ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false``
 (set below, before jax is imported).
 
-    python benchmarks/bench_contact.py [--batch 1 64 256] [--duration 0.5] [--repeats 3] [--json out.json]
+    python benchmarks/bench_contact.py [--batch 1 64 1024] [--duration 0.5] [--repeats 3] [--json out.json]
 """
 
 import argparse
@@ -140,7 +140,7 @@ def mbjax_program(m, model, slip_speed, solver_kind, duration):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--batch", type=int, nargs="+", default=[1, 64, 256])
+    parser.add_argument("--batch", type=int, nargs="+", default=[1, 64, 1024])
     parser.add_argument("--duration", type=float, default=0.5, help="simulated seconds per trajectory")
     parser.add_argument("--slip-speed", type=float, default=1e-2, help="mbjax's friction regularisation (m/s)")
     parser.add_argument("--solvers", nargs="+", default=["rigid", "fixed", "adaptive"],

@@ -301,6 +301,99 @@ def passive_run(model, q0, qd0, duration: float, dt: float, damping: float = 0.0
             "work": np.asarray(traj.work), "stored": stored, "com": com, "steps": steps, "dt": dt, "wall_s": wall}
 
 
+#: the standing demo's floor: Coulomb friction, and a drop onto it before it stands
+FLOOR_FRICTION = 0.8
+DROP_HEIGHT = 0.02  # m
+#: Gauss-Seidel sweeps per step of the rigid contacts, and the steps one compiled chunk runs
+SWEEPS, CHUNK_STEPS = 20, 1000
+
+
+def feet(model) -> list[str]:
+    """The frames a floating-base robot stands on: those named ``*foot*`` (any case) on moving
+    bodies, else the origins of its leaf bodies (the ends of its limbs)."""
+    bodies = model.topology.frame_bodies
+    named = [f for i, f in enumerate(model.frame_names) if "foot" in f.lower() and bodies[i] >= 0]
+    if named:
+        return named
+    parents = set(int(p) for p in model.topology.parents)
+    leaves = [b for b in range(len(model.topology.parents)) if b not in parents]
+    return [model.frame_names[next(i for i, b in enumerate(bodies) if b == leaf)] for leaf in leaves]
+
+
+def standing_run(model, duration: float, dt: float, stops=None, max_records: int = 2000, progress: bool = True):
+    """The floating-base ``model`` dropped from :data:`DROP_HEIGHT` onto the floor z = 0 and
+    standing on :func:`feet` under a PD posture controller holding its neutral configuration:
+    rigid contacts with Coulomb friction :data:`FLOOR_FRICTION` and the joint ``stops``
+    (:class:`mbjax.contact.JointLimits`, or None) by time stepping (:func:`mbjax.contact.rollout`,
+    steps of ``dt``, :data:`SWEEPS` sweeps, the controller's damping implicit), in compiled
+    chunks of at most :data:`CHUNK_STEPS` steps, each warm started from the last.
+
+    Gains: every joint but the floating base holds the robot's weight ``m g`` at its standing
+    height ``L`` with 0.1 rad of deflection, ``kp = m g L / 0.1``, damped with ``kd = kp / 40``
+    (s).
+
+    **Returns:** a dict: ``t``, ``q``, ``height`` (base), ``feet`` (positions, (T, k, 3)),
+    ``load`` (the ground's vertical force / weight, one per record), ``kinetic``, ``potential``
+    (one row per record, at most ``max_records + 1``), ``feet_names``, ``standing_height`` (the
+    posture's), ``gains`` (kp, kd), ``steps``, ``dt``, ``wall_s`` (compilation included).
+    """
+    import jax
+    import jax.numpy as jnp
+    import numpy as np
+
+    from .configuration import neutral
+    from .contact import Plane, RigidContact, TimeStepping, frame_points, rollout
+    from .dynamics.terms import kinetic_energy, potential_energy
+    from .kinematics import frame_placements
+    from .progress import Progress
+    from .simulation.controllers import PD, Setpoint
+
+    names = feet(model)
+    index = np.asarray([model.frame_index(f) for f in names])
+    posture = neutral(model)
+    lowest = float(jnp.min(frame_placements(model, posture)[1][index, 2]))
+    base_z = model.q_slice(0).start + 2  # the free joint's origin height
+    posture = posture.at[base_z].add(-lowest)  # the feet on the floor
+    weight = float(jnp.sum(model.mass)) * float(jnp.linalg.norm(model.gravity))
+    kp = weight * float(posture[base_z]) / 0.1
+    actuated = jnp.ones(model.nv).at[model.v_slice(0)].set(0.0)
+    controller = PD(model, kp * actuated, kp / 40 * actuated, Setpoint(posture, jnp.zeros(model.nv)))
+    stepping = TimeStepping(RigidContact(frame_points(model, names), Plane.horizontal(0.0), FLOOR_FRICTION), stops,
+                            iterations=SWEEPS)
+
+    chunks = max(1, math.ceil(round(duration / dt) / CHUNK_STEPS))
+    chunk = max(1, math.ceil(round(duration / dt) / chunks))
+    stride = max(1, math.ceil(chunks * chunk / max_records))
+
+    @jax.jit
+    def run(q, qd, impulses):
+        traj, out = rollout(model, stepping, q, qd, controller, dt, chunk, impulses=impulses)
+        _, p = jax.vmap(lambda q: frame_placements(model, q))(traj.q[1:])
+        energy = jax.vmap(lambda q, qd: (kinetic_energy(model, q, qd), potential_energy(model, q)))(traj.q[1:],
+                                                                                                    traj.qd[1:])
+        return traj.q[-1], traj.qd[-1], out.impulses[-1], (traj.q[1:], p[:, index], jnp.sum(out.forces[:, :, 2], 1),
+                                                            *energy)
+
+    q, qd = posture.at[base_z].add(DROP_HEIGHT), jnp.zeros(model.nv)
+    impulses = jnp.zeros(stepping.size(model), q.dtype)
+    _, p0 = frame_placements(model, q)
+    records = [(q[None], p0[index][None], jnp.zeros(1), kinetic_energy(model, q, qd)[None],
+                potential_energy(model, q)[None])]
+    start = time.perf_counter()
+    with Progress(chunks * chunk, "standing", "steps", enabled=progress) as bar:
+        for c in range(chunks):
+            q, qd, impulses, rec = run(q, qd, impulses)
+            first = (stride - 1 - c * chunk) % stride  # the records on the global stride
+            records.append(tuple(np.asarray(r)[first::stride] for r in rec))
+            bar.update(chunk)
+    wall = time.perf_counter() - start
+    qs, ps, load, T, V = (np.concatenate([np.asarray(r[i]) for r in records]) for i in range(5))
+    t = np.arange(len(qs)) * stride * dt
+    return {"t": t, "q": qs, "height": qs[:, base_z], "feet": ps, "load": load / weight, "kinetic": T,
+            "potential": V, "feet_names": names, "standing_height": float(posture[base_z]), "gains": (kp, kp / 40),
+            "steps": chunks * chunk, "dt": dt, "wall_s": wall}
+
+
 def plot_run(model, run, path: str):
     import matplotlib
 
@@ -354,6 +447,8 @@ def cmd_demo(args) -> int:
     model, source = load_model(args.model, args.floating_base, args.mimic)
     print(model_summary(model, source))
     stops = joint_stops(model, not args.no_limits)
+    if _floating(model) and not args.no_floor:
+        return demo_standing(model, stops, args)
     q0, qd0 = initial_state(model, args.seed, args.amplitude, within_limits=stops is not None)
     steps = max(1, int(round(args.duration / args.dt)))
     print(f"simulate  {steps * args.dt:g} s of passive motion (gravity {np.asarray(model.gravity).tolist()} m/s^2, "
@@ -386,7 +481,7 @@ def cmd_demo(args) -> int:
     print(energy_balance(E, W, e0, stops, run["q"], S))
     com = run["com"][-1]
     print(f"final CoM [{com[0]:+.6f}, {com[1]:+.6f}, {com[2]:+.6f}] m (world frame)"
-          f"{'; no contacts, so a floating base falls freely' if _floating(model) else ''}")
+          f"{'; no floor (--no-floor), so the floating base falls freely' if _floating(model) else ''}")
     print(f"time      {run['wall_s']:.2f} s wall, compilation included")
     if not np.all(np.isfinite(E)):
         print("mbjax demo: error: the simulation diverged (non-finite energy); try a smaller --dt", file=sys.stderr)
@@ -395,6 +490,67 @@ def cmd_demo(args) -> int:
         plot_run(model, run, args.plot)
         print(f"plot      {os.path.abspath(args.plot)}")
     return 0
+
+
+def demo_standing(model, stops, args) -> int:
+    """``mbjax demo`` of a floating-base model: it stands on the floor (:func:`standing_run`);
+    reports how still it stands over the second half of the run and the ground's load."""
+    import numpy as np
+
+    print(f"simulate  {args.duration:g} s standing: dropped {DROP_HEIGHT * 100:g} cm onto the floor z = 0, posture held "
+          "by PD on every joint (the neutral configuration)")
+    try:
+        run = standing_run(model, args.duration, args.dt, stops, progress=not args.quiet)
+    except Exception as e:  # mbjax's run-time NaN checks
+        if "NaN or infinite" not in str(e):
+            raise
+        print(f"mbjax demo: error: the simulation diverged (the state became NaN or infinite); try a smaller --dt than "
+              f"{args.dt:g}", file=sys.stderr)
+        return 1
+    kp, kd = run["gains"]
+    names = run["feet_names"]
+    print(f"floor     rigid contacts at {len(names)} points ({', '.join(names)}), Coulomb friction "
+          f"{FLOOR_FRICTION:g}{f', rigid stops at {len(stops.q_lower) + len(stops.q_upper)} joint limits' if stops else ''}"
+          f"; contact.rollout: {run['steps']} steps of dt = {run['dt']:g} s, {SWEEPS} Gauss-Seidel sweeps each")
+    print(f"posture   PD gains kp = {kp:.4g} N m/rad, kd = {kd:.4g} N m s/rad (implicit)")
+    late = run["t"] >= run["t"][-1] / 2
+    z, xy, load = run["height"][late], run["feet"][late, :, :2], run["load"][late]
+    print(f"standing  base height {run['height'][-1]:.6f} m (posture {run['standing_height']:.6f} m); over the second "
+          f"half: height range {np.ptp(z):.2e} m, feet slip {np.abs(xy - xy[0]).max():.2e} m, ground load / weight - 1 "
+          f"{np.abs(load - 1).max():.2e}")
+    if max(np.ptp(z), np.abs(xy - xy[0]).max()) > 1e-3:
+        print("note      it does not stand still (over 1 mm of motion): a robot that balances on flat feet (a "
+              "biped) tips over on the points it stands on here")
+    print(f"time      {run['wall_s']:.2f} s wall, compilation included")
+    if not np.all(np.isfinite(run["q"])):
+        print("mbjax demo: error: the simulation diverged (non-finite state); try a smaller --dt", file=sys.stderr)
+        return 1
+    if args.plot:
+        plot_standing(model, run, args.plot)
+        print(f"plot      {os.path.abspath(args.plot)}")
+    return 0
+
+
+def plot_standing(model, run, path: str):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from .plotting import finish
+
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(8, 6.5), sharex=True)
+    ax1.plot(run["t"], run["height"], label="base height")
+    ax1.axhline(run["standing_height"], color="k", ls=":", label="posture")
+    ax1.set_ylabel("height [m]")
+    ax1.set_title(f"{model.name}: standing on rigid feet, dt = {run['dt']:g} s")
+    ax1.legend(fontsize="small")
+    ax1.grid(alpha=0.3)
+    ax2.plot(run["t"], run["load"])
+    ax2.set_xlabel("time [s]")
+    ax2.set_ylabel("ground load / weight")
+    ax2.grid(alpha=0.3)
+    finish(fig, path)
 
 
 SOLVERS = ("tsit5", "dopri5", "dopri8", "kvaerno5")
@@ -474,9 +630,14 @@ def build_parser() -> argparse.ArgumentParser:
                        help="refuse URDF mimic joints (default for URDF files) or load them as "
                             "independent joints (default for example-robot-data robots)")
 
-    demo = sub.add_parser("demo", help="simulate passive motion of a model and report its energy balance",
+    demo = sub.add_parser("demo", help="simulate passive motion of a model and report its energy balance; a "
+                                       "floating-base model stands on a floor",
                           description="Simulate a few seconds of passive motion (gravity, zero torque) with a "
-                                      "fixed-step integrator (mbjax.simulate) and report the energy balance and the time taken.")
+                                      "fixed-step integrator (mbjax.simulate) and report the energy balance and the "
+                                      "time taken. A floating-base model (e.g. the bundled quadruped) instead stands "
+                                      "on a floor on its feet (frames named *foot*, else its limbs' ends) under a PD "
+                                      "posture controller, with rigid contacts by time stepping (mbjax.contact."
+                                      "rollout); --damping, --seed and --amplitude do not apply to it.")
     demo.add_argument("--model", default=DEFAULT_MODEL,
                       help="bundled model (double_pendulum, quadruped), path to a .urdf, or an "
                            "example-robot-data name such as panda (default: %(default)s)")
@@ -491,6 +652,8 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--amplitude", type=AMPLITUDE, default=1.0,
                       help="initial joint displacement (rad) and velocity scale (default: %(default)s)")
     demo.add_argument("--no-limits", action="store_true", help="no stops at the joint limits of the model's file")
+    demo.add_argument("--no-floor", action="store_true",
+                      help="a floating base falls freely (default: it stands on a floor under a posture controller)")
     demo.add_argument("--plot", metavar="OUT.png", help="save joint positions and energies over time (needs matplotlib)")
     demo.add_argument("--quiet", action="store_true", help="no progress output")
     demo.set_defaults(func=cmd_demo, parser=demo)

@@ -458,6 +458,43 @@ def test_cli_demo(capsys):
     assert "final CoM" in out and "compilation included" in out
 
 
+def test_cli_demo_quadruped_stands_on_the_floor(capsys):
+    """``mbjax demo --model quadruped``: dropped 2 cm onto the floor, it stands on its rigid feet
+    at its posture's height, still, and the ground carries its weight."""
+    assert cli.main(["demo", "--model", "quadruped", "--duration", "0.6", "--quiet"]) == 0
+    out = capsys.readouterr().out
+    assert "rigid contacts at 4 points (FL_FOOT, FR_FOOT, HL_FOOT, HR_FOOT)" in out and "600 steps" in out
+    height, posture = (float(x) for x in re.search(r"base height (\S+) m \(posture (\S+) m\)", out).groups())
+    assert abs(height - posture) < 1e-9  # measured 0
+    assert float(re.search(r"height range (\S+) m", out).group(1)) < 1e-9  # measured 0
+    assert float(re.search(r"feet slip (\S+) m", out).group(1)) < 1e-9  # measured 7e-13
+    assert float(re.search(r"weight - 1 (\S+)", out).group(1)) < 1e-9  # measured 1e-13
+    assert "does not stand still" not in out
+
+
+def test_cli_standing_run_records_on_one_stride_across_chunks(monkeypatch):
+    """The standing run's records lie on one global stride across its compiled chunks (here 3
+    chunks of 40 steps, every 6th step kept): their base heights equal one uninterrupted rollout's."""
+    import jax.numpy as jnp
+
+    from mbjax import contact
+
+    monkeypatch.setattr(cli, "CHUNK_STEPS", 40)
+    model = mbjax.load_bundled("quadruped")
+    run = cli.standing_run(model, 0.12, 1e-3, max_records=20, progress=False)
+    assert run["steps"] == 120 and len(run["t"]) == 21
+    np.testing.assert_allclose(run["t"], 6e-3 * np.arange(21), atol=1e-15)
+    feet = contact.RigidContact(contact.frame_points(model, run["feet_names"]), contact.Plane.horizontal(0.0),
+                                cli.FLOOR_FRICTION)
+    kp, kd = run["gains"]
+    posture = mbjax.neutral(model).at[2].set(run["standing_height"])
+    on = jnp.ones(model.nv).at[:6].set(0.0)
+    pd = mbjax.PD(model, kp * on, kd * on, mbjax.Setpoint(posture, jnp.zeros(model.nv)))
+    traj, _ = contact.rollout(model, contact.TimeStepping(feet, iterations=cli.SWEEPS), posture.at[2].add(cli.DROP_HEIGHT),
+                              jnp.zeros(model.nv), pd, 1e-3, 120)
+    np.testing.assert_allclose(run["height"], np.asarray(traj.q[::6, 2]), atol=1e-12)
+
+
 def test_cli_simulation_conserves_energy():
     """Passive motion of the floating quadruped (free joint integrated on SE(3))."""
     model = mbjax.load_bundled("quadruped")

@@ -3,6 +3,9 @@ at every step checked directly, and closed forms (a block on a slope, a ball rol
 ball's load, a plastic collision, a pendulum on its stop), a standing quadruped, gradients
 against central differences."""
 
+import subprocess
+import sys
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -274,3 +277,29 @@ def test_bad_input_raises():
         contact.rollout(model, stepping, q0, jnp.zeros(6), jnp.zeros((3, 6)), 1e-3, 5)
     with pytest.raises(Exception, match="NaN"):
         contact.step(model, stepping, q0.at[0].set(jnp.nan), jnp.zeros(6), jnp.zeros(6), 1e-3)
+
+
+def test_a_thousand_vmapped_rollouts_finish():
+    """Regression: `jax.vmap(contact.rollout)` over 1024 quadruped states hung in jaxlib 0.10's CPU
+    runtime (every time here; 512 states ran): the step's two independent batched Cholesky solves
+    ran at once, each on one of the pool's threads, each waiting for batch chunks queued on the
+    pool the other held (`jax::ParallelBatchMap` in `lapack_dtrsm_ffi`). The step now solves all
+    its right-hand sides at once. Run in a subprocess so that a hang fails the test, not the suite."""
+    script = """
+import jax, jax.numpy as jnp, numpy as np
+jax.config.update("jax_enable_x64", True)
+import mbjax
+from mbjax import contact
+model = mbjax.load_bundled("quadruped")
+feet = contact.frame_points(model, ["FL_FOOT", "FR_FOOT", "HL_FOOT", "HR_FOOT"])
+stepping = contact.TimeStepping(contact.RigidContact(feet, contact.Plane.horizontal(0.0), 0.8),
+                                contact.joint_limits(model), iterations=1)
+stand = mbjax.neutral(model).at[2].set(0.44)
+q0 = jnp.tile(stand, (1024, 1)).at[:, 7:].add(0.1 * jax.random.normal(jax.random.PRNGKey(0), (1024, 8)))
+zero = jnp.zeros(model.nv)
+run = jax.jit(jax.vmap(lambda q: contact.rollout(model, stepping, q, zero, zero, 2e-3, 10)[0].q[-1]))
+print(bool(np.isfinite(np.asarray(run(q0))).all()))
+"""
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip() == "True"

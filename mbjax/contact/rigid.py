@@ -312,8 +312,6 @@ class TimeStepping(eqx.Module):
             D = D + 0.5 * (damping + damping.T)
         chol = jax.scipy.linalg.cho_factor(mass_matrix_from(model, tk) + dt * D, lower=True)
         lin, ang, pos, quat = _free_coordinates(model)
-        a = jax.scipy.linalg.cho_solve(chol, tau + passive_forces_from(model, q, qd) - h)
-        v_free = qd + dt * a.at[lin].add(jnp.cross(qd[ang], qd[lin]))  # the rate of R v (module docstring)
         rows = [c.rows(model, tk) for c in self.contacts]
         k = sum(r.gap.shape[0] for r in rows)
         G = [r.jacobian.reshape(-1, model.nv) for r in rows]  # (3k, nv): each contact's normal, t1, t2
@@ -323,7 +321,13 @@ class TimeStepping(eqx.Module):
             G, gap = G + [Gl], gap + [gl]
         G, gap = jnp.concatenate(G), jnp.concatenate(gap)
         mu = jnp.concatenate(mu) if rows else jnp.zeros(0, qd.dtype)
-        MinvGt = jax.scipy.linalg.cho_solve(chol, G.T)
+        # One solve for all right-hand sides: two independent batched LAPACK solves (under vmap)
+        # can run at once and deadlock jaxlib 0.10's CPU runtime, each waiting on the thread pool
+        # the other holds (docs/contacts.md, "Limits").
+        rhs = jnp.concatenate([(tau + passive_forces_from(model, q, qd) - h)[:, None], G.T], axis=1)
+        a_and_MinvGt = jax.scipy.linalg.cho_solve(chol, rhs)
+        a, MinvGt = a_and_MinvGt[:, 0], a_and_MinvGt[:, 1:]
+        v_free = qd + dt * a.at[lin].add(jnp.cross(qd[ang], qd[lin]))  # the rate of R v (module docstring)
         target = -jnp.maximum(gap, self.stabilisation * gap) / dt
         sol = solve_impulses(G @ MinvGt, G @ v_free, target, mu, start, self.iterations)
         qd1 = v_free + MinvGt @ sol.impulses
@@ -358,9 +362,10 @@ def step(model: Model, stepping: TimeStepping, q, qd, tau, dt, f_ext=None, impul
 
 
 @eqx.filter_jit
-def rollout(model: Model, stepping: TimeStepping, q0, qd0, tau, dt, steps: int, f_ext=None):
+def rollout(model: Model, stepping: TimeStepping, q0, qd0, tau, dt, steps: int, f_ext=None, impulses=None):
     """``steps`` steps of :func:`step` from ``(q0, qd0)`` in one ``lax.scan``, each warm started
-    from the impulses of the one before.
+    from the impulses of the one before (the first from ``impulses``, default zero: a previous
+    rollout's last :attr:`StepResult.impulses` continues it seamlessly).
 
     ``tau``: (nv,) constant, (steps, nv) one row per step, or a controller ``tau(t, q, qd)``
     (e.g. :class:`mbjax.PD`; its damping -d tau / d qd is taken implicitly); ``steps`` (static).
@@ -381,5 +386,5 @@ def rollout(model: Model, stepping: TimeStepping, q0, qd0, tau, dt, steps: int, 
         u, du = jax.linearize(lambda v: tau(t, q, v), qd)
         return u, -jax.vmap(du, out_axes=1)(jnp.eye(model.nv, dtype=qd.dtype))
 
-    start = jnp.zeros(stepping.size(model), qd0.dtype)
+    start = jnp.zeros(stepping.size(model), qd0.dtype) if impulses is None else jnp.asarray(impulses, qd0.dtype)
     return scan_steps(model, one, q0, qd0, controller if callable(tau) else tau, dt, steps, start)
