@@ -290,7 +290,7 @@ def passive_run(model, q0, qd0, duration: float, dt: float, damping: float = 0.0
     start = time.perf_counter()
     traj = simulate(model, q0, qd0, 0.0, steps * dt, method="aba" if stops is None else WithContacts(limits=stops),
                     solver=diffrax.Tsit5(), stepsize_controller=diffrax.ConstantStepSize(), dt0=dt, saveat=t,
-                    max_steps=steps + 1, energy=True, progress=progress)
+                    max_steps=steps + 1, energy=True, progress=progress, limits=False)  # the stops are ``stops``
     q, qd = jax.block_until_ready((traj.q, traj.qd))
     wall = time.perf_counter() - start
     terms = jax.jit(jax.vmap(lambda q, qd: (kinetic_energy(model, q, qd), potential_energy(model, q),
@@ -580,7 +580,7 @@ def cmd_simulate(args) -> int:
     t0 = time.perf_counter()
     method = args.method if stops is None else WithContacts(dynamics=args.method, limits=stops)
     traj = simulate(model, q0, qd0, 0.0, args.duration, method=method, solver=solver, rtol=args.rtol,
-                    atol=args.rtol, energy=True, progress=not args.quiet)
+                    atol=args.rtol, energy=True, progress=not args.quiet, limits=False)  # the stops are ``stops``
     E, W = np.asarray(traj.energy), np.asarray(traj.work)
     wall = time.perf_counter() - t0
     print(f"steps     {int(traj.stats['num_steps'])} ({int(traj.stats['num_rejected_steps'])} rejected), "

@@ -106,6 +106,7 @@ SCRIPTS = {
     "free_floating_planning": (_example("free_floating_planning"), True, ""),
     "notebook_free_floating": (_notebook("free_floating"), HAS_MPL, "needs matplotlib"),
     "notebook_batched": (_notebook("batched_simulation"), True, ""),
+    "notebook_contacts": (_notebook("contacts"), True, ""),
     "simulate_conservation": (_example("simulate_conservation"), True, ""),
     "maximal_coordinates_drift": (_example("maximal_coordinates_drift"), True, ""),
     "four_bar": (_example("four_bar"), True, ""),
@@ -348,6 +349,14 @@ def test_batched_simulation_notebook(launched):
     log = _run(launched, "notebook_batched")
     assert "NOTEBOOK OK" in log
     assert float(re.search(r"largest difference from the unsharded run: (\S+)", log).group(1)) <= 1e-12
+
+
+def test_contacts_notebook(launched):
+    """The notebook asserts its closed forms: a bounce's restitution (1e-9), a block on a slope
+    (1e-13 m), the standing quadruped (1e-9), a batch of drops, and a gradient through contact
+    against central differences (1e-6)."""
+    log = _run(launched, "notebook_contacts")
+    assert "NOTEBOOK OK" in log and "64 drops" in log
 
 
 def test_identify_panda_example(launched):

@@ -179,8 +179,10 @@ def test_accuracy_against_tight_reference(name):
     q0 = mbjax.integrate(model, q_ref, 0.3 * jax.random.normal(jax.random.PRNGKey(2), (model.nv,)))
     qd0 = jax.random.normal(jax.random.PRNGKey(3), (model.nv,))
     ts = jnp.linspace(0.0, 1.0, 11)
-    runs = [simulate(model, q0, qd0, 0.0, 1.0, tau=pd, rtol=tol, atol=tol, saveat=ts, solver=diffrax.Dopri8())
-            for tol in (1e-6, 1e-12)]
+    # without joint stops: the random start puts panda's fingers past their limits, and the
+    # check is of the solver's accuracy on the rigid-body dynamics
+    runs = [simulate(model, q0, qd0, 0.0, 1.0, tau=pd, rtol=tol, atol=tol, saveat=ts, solver=diffrax.Dopri8(),
+                     limits=False) for tol in (1e-6, 1e-12)]
     for x, x_ref in ((runs[0].q, runs[1].q), (runs[0].qd, runs[1].qd)):
         err = np.abs(np.asarray(x - x_ref)) / (1.0 + np.abs(np.asarray(x_ref)))
         assert err.max() <= 1e-5, err.max()
@@ -202,7 +204,7 @@ def test_gradients_match_finite_differences():
         q0, qd0, u, scale = params
         m = eqx.tree_at(lambda m: m.mass, model, model.mass.at[1].multiply(scale))
         tr = simulate(m, q0, qd0, 0.0, 2.0, tau=FeedForward.from_knots(knots_t, u), adjoint=adjoint,
-                      rtol=1e-12, atol=1e-12, saveat=diffrax.SaveAt(t1=True))
+                      rtol=1e-12, atol=1e-12, saveat=diffrax.SaveAt(t1=True), limits=False)  # it passes +-pi
         return jnp.dot(w, jnp.concatenate([tr.q[-1], tr.qd[-1]]))
 
     adjoints = {

@@ -64,16 +64,29 @@ def solve_kkt(M, f, A, b, rcond, checked=True):
     return x[:nv], x[nv:]
 
 
+def _forward_substitution(M, A, f):
+    """M's Cholesky factor L and L^-1 [A^T f] split as (L^-1 A^T, L^-1 f), in one triangular
+    solve: independent batched LAPACK calls can run at once and deadlock jaxlib 0.10's CPU
+    runtime under vmap (docs/errors.md, Troubleshooting), so each solver below is one chain of
+    them. With these, A M^-1 f = (L^-1 A^T)^T L^-1 f and M^-1 (f + A^T lam) = L^-T (L^-1 f + L^-1 A^T lam)."""
+    L = cho_factor(M, lower=True)[0]
+    Z = solve_triangular(L, jnp.concatenate([A.T, f[:, None]], axis=1), lower=True)
+    return L, Z[:, :-1], Z[:, -1]
+
+
+def _back_substitution(L, Abar, zf, lam):
+    """qdd = M^-1 (f + A^T lam) = L^-T (L^-1 f + L^-1 A^T lam)."""
+    return solve_triangular(L, zf + Abar @ lam, lower=True, trans=1)
+
+
 def solve_schur(M, f, A, b, rcond, checked=True):
     """Eq. A-3 ... A-5: lam from the Cholesky factor R^T R of A M^-1 A^T, R from QR(L^-1 A^T)."""
-    L = cho_factor(M, lower=True)
-    Abar = solve_triangular(L[0], A.T, lower=True)  # L^-1 A^T (nv, nc)
+    L, Abar, zf = _forward_substitution(M, A, f)  # Abar = L^-1 A^T (nv, nc)
     R = jnp.linalg.qr(Abar, mode="r")
     R = _full_rank(R, jnp.diagonal(R), "schur", rcond, checked)
-    qdd_free = cho_solve(L, f)
-    u = b - A @ qdd_free
+    u = b - Abar.T @ zf  # b - A M^-1 f
     lam = solve_triangular(R, solve_triangular(R, u, trans=1), trans=0)  # (R^T R)^-1 u
-    return qdd_free + cho_solve(L, A.T @ lam), lam
+    return _back_substitution(L, Abar, zf, lam), lam
 
 
 def solve_nullspace(M, f, A, b, rcond, checked=True):
@@ -92,22 +105,19 @@ def solve_nullspace(M, f, A, b, rcond, checked=True):
 def solve_svd(M, f, A, b, rcond, checked=True):
     """Eq. A-7 ... A-12: lam = W S^-2 W^T u from the SVD L^-1 A^T = V S W^T (= P P^T u with
     P = pinv(L^-1 A^T), whose derivative is defined while the rank stays constant)."""
-    L = cho_factor(M, lower=True)
-    P = jnp.linalg.pinv(solve_triangular(L[0], A.T, lower=True), rtol=rcond)  # W S^-1 V^T
-    qdd_free = cho_solve(L, f)
-    lam = P @ (P.T @ (b - A @ qdd_free))
-    return qdd_free + cho_solve(L, A.T @ lam), lam
+    L, Abar, zf = _forward_substitution(M, A, f)
+    P = jnp.linalg.pinv(Abar, rtol=rcond)  # W S^-1 V^T
+    lam = P @ (P.T @ (b - Abar.T @ zf))
+    return _back_substitution(L, Abar, zf, lam), lam
 
 
 def solve_damped(M, f, A, b, damping):
     """Regularised range-space solve (A M^-1 A^T + mu E) lam = b - A M^-1 f."""
-    L = cho_factor(M, lower=True)
-    Abar = solve_triangular(L[0], A.T, lower=True)
+    L, Abar, zf = _forward_substitution(M, A, f)
     G = Abar.T @ Abar
     mu = damping * jnp.max(jnp.diagonal(G), initial=0.0)
-    qdd_free = cho_solve(L, f)
-    lam = cho_solve(cho_factor(G + mu * jnp.eye(G.shape[0], dtype=G.dtype)), b - A @ qdd_free)
-    return qdd_free + cho_solve(L, A.T @ lam), lam
+    lam = cho_solve(cho_factor(G + mu * jnp.eye(G.shape[0], dtype=G.dtype)), b - Abar.T @ zf)
+    return _back_substitution(L, Abar, zf, lam), lam
 
 
 def solve(method, M, f, A, b, rcond, damping, checked=True):

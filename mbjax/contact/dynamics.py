@@ -24,7 +24,7 @@ class WithContacts(Dynamics):
     :func:`mbjax.simulate`, :func:`mbjax.simulate_batch`, :func:`mbjax.forward_dynamics` or a
     trajectory problem."""
 
-    contact: tuple
+    contact: tuple | None
     limits: JointLimits | None
     dynamics: Dynamics
 
@@ -36,7 +36,7 @@ class WithContacts(Dynamics):
             if not isinstance(c, (CompliantContact, PairContact)):
                 raise TypeError(f"contact must be a contact.CompliantContact, a contact.PairContact or a list of them; "
                                 f"got {type(c).__name__}")
-        self.contact = contact
+        self.contact = contact or None  # no empty tuple: diffrax's BacksolveAdjoint rejects one in its args
         self.limits = limits
         self.dynamics = as_dynamics(dynamics).unchecked()
         self.checked = checked
@@ -56,7 +56,7 @@ class WithContacts(Dynamics):
         :meth:`JointLimits.rates`) and those of the wrapped formulation."""
         inverse_mass = np.linalg.inv(np.asarray(crba(model, q)))
         rates = dict(self.dynamics.fast_rates(model, q))
-        for c in self.contact:
+        for c in self.contact or ():
             rates |= c.rates(model, jnp.asarray(q), inverse_mass)
         if self.limits is not None:
             rates["joint stops"] = self.limits.rates(inverse_mass)
@@ -65,7 +65,18 @@ class WithContacts(Dynamics):
     def forward(self, model: Model, q, qd, tau, f_ext):
         if self.limits is not None:
             tau = tau + self.limits.torques(model, q, qd)
-        for c in self.contact:
+        for c in self.contact or ():
             f = c.wrenches(model, q, qd)
             f_ext = f if f_ext is None else f_ext + f
         return self.dynamics.forward(model, q, qd, tau, f_ext)
+
+
+def with_stops(method, limits: JointLimits):
+    """``method`` (a :func:`mbjax.simulate` method: a name, an :class:`mbjax.Dynamics` or a
+    function) with the joint stops ``limits`` added to its torques; a :class:`WithContacts`
+    with stops of its own is returned as it is."""
+    if isinstance(method, WithContacts):
+        if method.limits is not None:
+            return method
+        return WithContacts(method.contact, method.dynamics, limits=limits, checked=method.checked)
+    return WithContacts(dynamics=method, limits=limits)

@@ -56,9 +56,10 @@ class JointLimits(eqx.Module):
                 yield np.asarray(qi), vi, limit, sign, jax.tree.map(lambda x: x[vi] if jnp.ndim(x) == 1 else x, self.law)
 
     def _sides(self, q):
-        """(velocity indices, law, penetration, sign) of the upper and the lower stops."""
+        """(velocity indices, law, penetration, sign) of the upper and the lower stops; a stop
+        at an infinite limit (a traced model's, :func:`joint_limits`) never touches (-1)."""
         for qi, vi, limit, sign, law in self._stops():
-            yield vi, law, sign * (q[qi] - limit), sign
+            yield vi, law, jnp.where(jnp.isfinite(limit), sign * (q[qi] - limit), -1.0), sign
 
     def torques(self, model: Model, q, qd):
         """Generalized forces (nv,) of the stops."""
@@ -72,9 +73,11 @@ class JointLimits(eqx.Module):
         (:meth:`SpringDamper.linearised`, unloaded) on its apparent inertia 1 / (M^-1)_jj
         (``inverse_mass``: M^-1 at the configuration)."""
         out = []
-        for _, vi, _, _, law in self._stops():
+        for _, vi, limit, _, law in self._stops():
             k, c = (np.broadcast_to(np.asarray(x, float), vi.shape) for x in law.linearised(0.0))
             m = 1.0 / np.diag(inverse_mass)[vi]
+            finite = np.isfinite(np.asarray(limit))  # a stop at an infinite limit never acts
+            k, c, m = k[finite], c[finite], m[finite]
             root = np.sqrt(c**2 - 4 * m * k + 0j)
             out += [(-c - root) / (2 * m), (-c + root) / (2 * m)]
         return np.concatenate(out)
@@ -94,7 +97,13 @@ def joint_limits(model: Model, law=None, joints=None, *, time_constant: float = 
     """The stops of ``joints`` (names or indices; default: every revolute and prismatic joint
     with a finite limit) at the model's ``lower`` / ``upper`` (from URDF ``<limit>`` or MJCF
     ``range``), with the normal ``law`` (e.g. ``SpringDamper(1e4, 50.0)``); default: each
-    coordinate critically damped with ``time_constant`` (:func:`stops`)."""
+    coordinate critically damped with ``time_constant`` (:func:`stops`).
+
+    A traced model (a batch of models under ``jax.vmap``, a model passed to ``jax.jit``): its
+    limits' values are not known, so every revolute and prismatic coordinate (of ``joints``)
+    gets both stops, each acting only where its limit is finite."""
+    if _traced(model):
+        return _traced_limits(model, law, joints, time_constant)
     joints = limited_joints(model) if joints is None else joints
     lower, upper = np.asarray(model.lower), np.asarray(model.upper)
     sides = {"lower": ([], []), "upper": ([], [])}
@@ -116,11 +125,31 @@ def joint_limits(model: Model, law=None, joints=None, *, time_constant: float = 
                        jnp.asarray(model.upper)[np.asarray(qu, int)], law)
 
 
+def _traced(model: Model) -> bool:
+    return isinstance(model.lower, jax.core.Tracer) or isinstance(model.upper, jax.core.Tracer)
+
+
+def _one_dof(model: Model, joints=None) -> list:
+    """The revolute and prismatic joints (of ``joints``; default all), as indices."""
+    joints = range(len(model.joint_types)) if joints is None else [model.joint_index(j) for j in joints]
+    return [i for i in joints if model.joint_types[i] in ("revolute", "prismatic")]
+
+
+def _traced_limits(model, law, joints, time_constant):
+    chosen = _one_dof(model, joints)
+    if not chosen:
+        raise ValueError("joint_limits: none of these joints is revolute or prismatic")
+    qi = tuple(model.q_slice(i).start for i in chosen)
+    vi = tuple(model.v_slice(i).start for i in chosen)
+    law = stops(model, time_constant) if law is None else law
+    index = np.asarray(qi)
+    return JointLimits(qi, vi, qi, vi, jnp.asarray(model.lower)[index], jnp.asarray(model.upper)[index], law)
+
+
 def limited_joints(model: Model) -> list:
     """Indices of the revolute and prismatic joints with a finite lower or upper limit."""
     finite = np.isfinite(np.asarray(model.lower)) | np.isfinite(np.asarray(model.upper))
-    return [i for i, t in enumerate(model.joint_types)
-            if t in ("revolute", "prismatic") and finite[model.q_slice(i)].any()]
+    return [i for i in _one_dof(model) if finite[model.q_slice(i)].any()]
 
 
 def stops(model: Model, time_constant: float = TIME_CONSTANT) -> SpringDamper:
@@ -130,3 +159,11 @@ def stops(model: Model, time_constant: float = TIME_CONSTANT) -> SpringDamper:
         raise ValueError(f"time_constant must be a positive number of seconds; got {time_constant}")
     inertia = 1.0 / jnp.diag(jnp.linalg.inv(crba(model, neutral(model))))
     return SpringDamper(inertia / time_constant**2, 2.0 * inertia / time_constant)
+
+
+def declared_joints(model: Model) -> tuple:
+    """The joints whose limits :func:`mbjax.simulate` enforces by default (its file's URDF
+    ``<limit>``, MJCF ``range``): the revolute and prismatic joints with a finite limit; for a
+    traced model, whose values are not known, every revolute and prismatic joint (their stops
+    act where the limit is finite: :func:`joint_limits`)."""
+    return tuple(_one_dof(model) if _traced(model) else limited_joints(model))

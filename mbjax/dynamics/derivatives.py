@@ -219,12 +219,16 @@ def _cholesky(M):
 
 def _forward_blocks(chol, dq, dv):
     """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) from M's Cholesky factor (``cho_factor``; states, if
-    any, first) and dID (nv, nv, ...)."""
+    any, first) and dID (nv, nv, ...), in one solve with the three right-hand sides side by side:
+    dID depends on the accelerations' own solve, so the LAPACK calls form one chain (independent
+    ones can deadlock jaxlib 0.10 under vmap: docs/errors.md, Troubleshooting)."""
     lead = lambda x: jnp.moveaxis(x, (0, 1), (-2, -1))  # noqa: E731  (..., nv, nv) for LAPACK
     back = lambda x: jnp.moveaxis(x, (-2, -1), (0, 1))  # noqa: E731
     L = chol[0]
-    Minv = jax.scipy.linalg.cho_solve(chol, jnp.broadcast_to(jnp.eye(L.shape[-1], dtype=L.dtype), L.shape))
-    return jnp.stack([-back(Minv @ lead(dq)), -back(Minv @ lead(dv)), back(Minv)])
+    n = L.shape[-1]
+    eye = jnp.broadcast_to(jnp.eye(n, dtype=L.dtype), L.shape)
+    X = jax.scipy.linalg.cho_solve(chol, jnp.concatenate([-lead(dq), -lead(dv), eye], axis=-1))
+    return jnp.stack([back(X[..., :n]), back(X[..., n:2 * n]), back(X[..., 2 * n:])])
 
 
 #: (dtau/dq, dtau/dqd, M) without input checks (``f_ext`` (nb, 6) or None), each (nv, nv);

@@ -26,10 +26,11 @@ def solve_schur(ne: NewtonEuler):
     nb = ne.M.shape[0]
     G, cols = constraint_matrix(ne)
     L = jnp.linalg.cholesky(ne.M)  # J = L L^T, body by body
-    tri = lambda A: jax.scipy.linalg.solve_triangular(L, A, lower=True)  # noqa: E731  L^-1 A
-    H = tri(G.reshape(nb, 6, -1)).reshape(6 * nb, -1)
+    # L^-1 [G u] in one solve (one LAPACK call: independent ones deadlock jaxlib 0.10 under vmap)
+    HLu = jax.scipy.linalg.solve_triangular(L, jnp.concatenate([G.reshape(nb, 6, -1), ne.u_total[..., None]], -1),
+                                            lower=True)
+    H, Lu = HLu[..., :-1].reshape(6 * nb, -1), HLu[..., -1].reshape(-1)
     _, R = jnp.linalg.qr(H)  # L^-1 G = Q R , so G^T M^-1 G = R^T R 
-    Lu = tri(ne.u_total[..., None])[..., 0].reshape(-1)
     b = -ne.gamma.reshape(-1)[cols] - H.T @ Lu
     y = jax.scipy.linalg.solve_triangular(R, b, trans="T", lower=False)
     lam_a = jax.scipy.linalg.solve_triangular(R, y, lower=False)

@@ -12,6 +12,8 @@ import optimistix as optx
 
 from ..checks import check_nonnegative, check_state, default_tolerance
 from ..configuration import normalize
+from ..contact.dynamics import with_stops
+from ..contact.limits import declared_joints, joint_limits
 from ..model.model import Model
 from . import stability
 from .trajectory import Trajectory, diagnose
@@ -104,6 +106,7 @@ def simulate(
     energy: bool = False,
     momentum: bool = False,
     residual=None,
+    limits: bool = True,
 ) -> Trajectory:
     """Integrate the equations of motion from ``(q0, qd0)`` at ``t0`` to ``t1``.
 
@@ -152,6 +155,13 @@ def simulate(
       ``f_ext``) is integrated with the state, so ``energy - energy[0] - work`` is the
       integration error (a ``diffrax.Event`` then sees ``y = (q, qd, work)``).
     - ``residual``: a function ``residual(model, q, qd)`` (constraint residuals) to record.
+    - ``limits``: stops at the joint limits the model declares (URDF ``<limit>``, MJCF
+      ``range``), on by default: :func:`mbjax.contact.joint_limits`, critically damped with a
+      2 ms time constant, added to ``method`` unless it has stops of its own
+      (:class:`mbjax.contact.WithContacts`); they act only past a limit, and the work they do
+      is not in ``work``. ``False`` turns them off (the plain equations of motion, as
+      Pinocchio's). A traced model (a batch of models, a model passed to ``jax.jit``) gets
+      stops on every revolute and prismatic coordinate, acting where its limit is finite.
 
     **Returns:** a :class:`Trajectory`.
     """
@@ -164,15 +174,18 @@ def simulate(
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     dt0 = None if dt0 is None else jnp.asarray(dt0, dtype)
     rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)  # traced too
+    stops = declared_joints(model) if limits else ()  # static: which joints get stops (traced inside _simulate)
     if isinstance(stepsize_controller, diffrax.ConstantStepSize) and dt0 is not None and not any(
             isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((model, q0, dt0, method))):
         # a fixed-step explicit solver must be stable on the formulation's fastest motions (checked
         # where they are concrete: not when the model, the state or the contacts are traced)
+        checked = with_stops(method, joint_limits(model, joints=stops)) if stops else method
         stability.check(diffrax.Tsit5() if solver is None else solver, float(dt0),
-                        as_dynamics(method).fast_rates(model, jnp.asarray(q0, dtype)))
+                        as_dynamics(checked).fast_rates(model, jnp.asarray(q0, dtype)))
     try:
         traj, diverged = _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_controller, rtol,
-                                   atol, dt0, saveat, max_steps, event, adjoint, progress, energy, momentum, residual)
+                                   atol, dt0, saveat, max_steps, event, adjoint, progress, energy, momentum, residual,
+                                   stops)
     except TypeError as e:
         if "forward-mode autodiff" not in str(e):
             raise
@@ -191,10 +204,10 @@ def simulate(
 
 @eqx.filter_jit
 def _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_controller, rtol, atol, dt0, saveat,
-              max_steps, event, adjoint, progress, energy, momentum, residual):
+              max_steps, event, adjoint, progress, energy, momentum, residual, stops):
     q0, qd0 = check_state(model, q0, qd=qd0)
     t0, t1 = eqx.error_if((t0, t1), ~(jnp.isfinite(t0) & jnp.isfinite(t1)), "simulate: t0 and t1 must be finite")
-    dynamics = as_dynamics(method)
+    dynamics = as_dynamics(with_stops(method, joint_limits(model, joints=stops)) if stops else method)
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
     detect = not isinstance(adjoint, (diffrax.BacksolveAdjoint, diffrax.ImplicitAdjoint))
     event = as_event(event, model, atol)

@@ -69,13 +69,14 @@ class Solution(eqx.Module):
         (1.2e-5) for a float32 one (``mbjax.checks.default_tolerance``): a float32 run cannot
         reach 1e-12, and its steps would shrink until ``max_steps``.
 
-        **Returns:** a :class:`Trajectory`; its last row is the state at the horizon.
+        **Returns:** a :class:`Trajectory`; its last row is the state at the horizon. The
+        problem's dynamics have no joint stops, so neither has this run (``limits=False``).
         """
         rtol, atol = (default_tolerance(problem.model.dtype, 1e-12, 100) if x is None else x for x in (rtol, atol))
         ts = jnp.union1d(problem.controls.ts, jnp.linspace(0.0, problem.duration, saves))
         return simulate(problem.model, problem.q0, problem.qd0, 0.0, problem.duration, tau=self.controller(problem),
                         method=problem.method, solver=diffrax.Dopri8() if solver is None else solver, rtol=rtol,
-                        atol=atol, saveat=ts, max_steps=1_000_000)
+                        atol=atol, saveat=ts, max_steps=1_000_000, limits=False)
 
     def plot(self, problem, path: str | None = None, title: str = ""):
         """Joint positions, velocities and knot torques against time (matplotlib). Saves the
