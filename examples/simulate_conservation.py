@@ -24,8 +24,10 @@ from mbjax.simulation import simulate
 
 example = Example(__doc__, quick="2 s instead of 100 s")
 duration = 2.0 if example.quick else 100.0
+# limits=False: the plain equations of motion. The stops at the joint limits (on by default) would
+# take energy wherever a joint passed its limit (the pendulum's +-pi, the arm's).
 settings = dict(solver=diffrax.Dopri8(), rtol=1e-12, atol=1e-12, energy=True, momentum=True,
-                saveat=jnp.linspace(0.0, duration, 1001), max_steps=1_000_000, progress=duration > 10)
+                saveat=jnp.linspace(0.0, duration, 1001), max_steps=1_000_000, progress=duration > 10, limits=False)
 
 
 def drift(x):

@@ -90,14 +90,17 @@ def solve_schur(M, f, A, b, rcond, checked=True):
 
 
 def solve_nullspace(M, f, A, b, rcond, checked=True):
-    """Eq. A-6: qdd = Y b + Z x' with A^T = Q R, Y = Q R^-T, Z = Q' (orthonormal null basis)."""
+    """Eq. A-6: qdd = Y b + Z x' with A^T = Q R, Y = Q R^-T, Z = Q' (orthonormal null basis).
+
+    y = R^-T b and x' = (Z^T M Z)^-1 Z^T (f - M Q y) in one solve of the block lower-triangular
+    system [[R^T, 0], [Z^T M Q, Z^T M Z]] [y; x'] = [b; Z^T f] (one chain of LAPACK calls: see
+    :func:`_forward_substitution`); qdd = Q y + Z x'."""
     nc = A.shape[0]
     Q1, R1 = jnp.linalg.qr(A.T, mode="complete")
     R = _full_rank(R1[:nc], jnp.diagonal(R1[:nc]), "nullspace", rcond, checked)
     Q, Z = Q1[:, :nc], Q1[:, nc:]
-    qdd_p = Q @ solve_triangular(R, b, trans=1)  # Y b: particular solution of A qdd = b
-    x = jnp.linalg.solve(Z.T @ M @ Z, Z.T @ (f - M @ qdd_p))
-    qdd = qdd_p + Z @ x
+    top = jnp.concatenate([R.T, jnp.zeros((nc, Z.shape[1]), M.dtype)], axis=1)
+    qdd = Q1 @ jnp.linalg.solve(jnp.concatenate([top, Z.T @ M @ Q1]), jnp.concatenate([b, Z.T @ f]))
     lam = solve_triangular(R, Q.T @ (M @ qdd - f))  # A^T lam = M qdd - f, exactly solvable
     return qdd, lam
 

@@ -11,8 +11,9 @@ from ..dynamics.crba import crba
 from ..dynamics.protocol import Dynamics
 from ..methods import as_dynamics
 from ..model.model import Model
+from ..simulation.integration import STOPS
 from .compliant import CompliantContact, PairContact
-from .limits import JointLimits
+from .limits import JointLimits, declared_joints, joint_limits
 
 
 class WithContacts(Dynamics):
@@ -80,3 +81,11 @@ def with_stops(method, limits: JointLimits):
             return method
         return WithContacts(method.contact, method.dynamics, limits=limits, checked=method.checked)
     return WithContacts(dynamics=method, limits=limits)
+
+
+def _add_declared_stops(model: Model, method, joints):
+    return with_stops(method, joint_limits(model, joints=joints))
+
+
+# mbjax.simulate's default stops (limits=True) are these (simulation is a layer below contact)
+STOPS.joints, STOPS.add = declared_joints, _add_declared_stops

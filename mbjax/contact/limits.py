@@ -23,6 +23,7 @@ import numpy as np
 
 from ..configuration import neutral
 from ..dynamics.crba import crba
+from ..linalg import spd_inverse
 from ..model.model import Model
 from .compliant import HuntCrossley, SpringDamper
 
@@ -157,7 +158,9 @@ def stops(model: Model, time_constant: float = TIME_CONSTANT) -> SpringDamper:
     c = 2 I / T with I = 1 / (M^-1)_jj at the neutral configuration (the module docstring)."""
     if not (np.isfinite(time_constant) and time_constant > 0):
         raise ValueError(f"time_constant must be a positive number of seconds; got {time_constant}")
-    inertia = 1.0 / jnp.diag(jnp.linalg.inv(crba(model, neutral(model))))
+    # written-out inverse, no LAPACK call: inside a vmapped simulate it would run beside the
+    # dynamics' own (docs/errors.md, Troubleshooting)
+    inertia = 1.0 / jnp.diag(spd_inverse(crba(model, neutral(model))))
     return SpringDamper(inertia / time_constant**2, 2.0 * inertia / time_constant)
 
 

@@ -12,8 +12,6 @@ import optimistix as optx
 
 from ..checks import check_nonnegative, check_state, default_tolerance
 from ..configuration import normalize
-from ..contact.dynamics import with_stops
-from ..contact.limits import declared_joints, joint_limits
 from ..model.model import Model
 from . import stability
 from .trajectory import Trajectory, diagnose
@@ -174,12 +172,12 @@ def simulate(
     t0, t1 = jnp.asarray(t0, dtype), jnp.asarray(t1, dtype)
     dt0 = None if dt0 is None else jnp.asarray(dt0, dtype)
     rtol, atol = jnp.asarray(rtol, dtype), jnp.asarray(atol, dtype)  # traced too
-    stops = declared_joints(model) if limits else ()  # static: which joints get stops (traced inside _simulate)
+    stops = STOPS.joints(model) if limits and STOPS.joints else ()  # static: which joints (their stops traced in _simulate)
     if isinstance(stepsize_controller, diffrax.ConstantStepSize) and dt0 is not None and not any(
             isinstance(x, jax.core.Tracer) for x in jax.tree.leaves((model, q0, dt0, method))):
         # a fixed-step explicit solver must be stable on the formulation's fastest motions (checked
         # where they are concrete: not when the model, the state or the contacts are traced)
-        checked = with_stops(method, joint_limits(model, joints=stops)) if stops else method
+        checked = STOPS.add(model, method, stops) if stops else method
         stability.check(diffrax.Tsit5() if solver is None else solver, float(dt0),
                         as_dynamics(checked).fast_rates(model, jnp.asarray(q0, dtype)))
     try:
@@ -202,12 +200,25 @@ def simulate(
     return traj
 
 
+class _Stops:
+    """How :func:`simulate` adds stops at a model's declared joint limits (``limits=True``).
+    The stops are :mod:`mbjax.contact`'s, a layer above this one, which fills these in when it
+    is imported (``import mbjax`` does): ``joints(model) -> tuple`` the joints that get stops,
+    ``add(model, method, joints) -> method`` the method with them."""
+
+    joints = None
+    add = None
+
+
+STOPS = _Stops()
+
+
 @eqx.filter_jit
 def _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_controller, rtol, atol, dt0, saveat,
               max_steps, event, adjoint, progress, energy, momentum, residual, stops):
     q0, qd0 = check_state(model, q0, qd=qd0)
     t0, t1 = eqx.error_if((t0, t1), ~(jnp.isfinite(t0) & jnp.isfinite(t1)), "simulate: t0 and t1 must be finite")
-    dynamics = as_dynamics(with_stops(method, joint_limits(model, joints=stops)) if stops else method)
+    dynamics = as_dynamics(STOPS.add(model, method, stops) if stops else method)
     adjoint = diffrax.RecursiveCheckpointAdjoint() if adjoint is None else adjoint
     detect = not isinstance(adjoint, (diffrax.BacksolveAdjoint, diffrax.ImplicitAdjoint))
     event = as_event(event, model, atol)
