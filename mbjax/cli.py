@@ -482,13 +482,19 @@ def cmd_demo(args) -> int:
     com = run["com"][-1]
     print(f"final CoM [{com[0]:+.6f}, {com[1]:+.6f}, {com[2]:+.6f}] m (world frame)"
           f"{'; no floor (--no-floor), so the floating base falls freely' if _floating(model) else ''}")
+    return _demo_end(run, np.all(np.isfinite(E)), lambda path: plot_run(model, run, path), args.plot)
+
+
+def _demo_end(run, finite, plot, path) -> int:
+    """The demo's last lines: the wall time, then an error if the run diverged, else the plot
+    (``plot(path)``) if asked for."""
     print(f"time      {run['wall_s']:.2f} s wall, compilation included")
-    if not np.all(np.isfinite(E)):
-        print("mbjax demo: error: the simulation diverged (non-finite energy); try a smaller --dt", file=sys.stderr)
+    if not finite:
+        print("mbjax demo: error: the simulation diverged (non-finite state); try a smaller --dt", file=sys.stderr)
         return 1
-    if args.plot:
-        plot_run(model, run, args.plot)
-        print(f"plot      {os.path.abspath(args.plot)}")
+    if path:
+        plot(path)
+        print(f"plot      {os.path.abspath(path)}")
     return 0
 
 
@@ -521,14 +527,7 @@ def demo_standing(model, stops, args) -> int:
     if max(np.ptp(z), np.abs(xy - xy[0]).max()) > 1e-3:
         print("note      it does not stand still (over 1 mm of motion): a robot that balances on flat feet (a "
               "biped) tips over on the points it stands on here")
-    print(f"time      {run['wall_s']:.2f} s wall, compilation included")
-    if not np.all(np.isfinite(run["q"])):
-        print("mbjax demo: error: the simulation diverged (non-finite state); try a smaller --dt", file=sys.stderr)
-        return 1
-    if args.plot:
-        plot_standing(model, run, args.plot)
-        print(f"plot      {os.path.abspath(args.plot)}")
-    return 0
+    return _demo_end(run, np.all(np.isfinite(run["q"])), lambda path: plot_standing(model, run, path), args.plot)
 
 
 def plot_standing(model, run, path: str):

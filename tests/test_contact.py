@@ -881,3 +881,43 @@ def test_long_trial_steps_into_the_ground_are_rejected_not_raised():
     assert np.all(np.isfinite(np.asarray(traj.q))) and 0.1 < float(traj.q[-1, 2]) < 0.5
     with pytest.raises(ValueError, match="qd has shape"):  # shapes are still checked
         mbjax.forward_dynamics(model, q0, jnp.zeros(5), jnp.zeros(6), method=contact.WithContacts(cm))
+
+
+def test_touch_down_and_lift_off_events_stop_at_the_closed_form_times():
+    """A ball thrown at the floor at v from a gap h, no gravity, linear spring-damper: it touches
+    at h / v; the clipped law lets go at the restitution time t_r (``SpringDamper.restitution``'s
+    closed form), the ball still in the floor by d(t_r), which it leaves in free flight
+    d(t_r) / e v later. Both events stop the run there (Newton's method on the depth); in a
+    batch of gaps each run stops at its own time."""
+    m, r, v, h = 1.0, 0.1, 1.0, 0.05
+    model = mbjax.ModelBuilder("ball", gravity=(0.0, 0.0, 0.0)).add_body("ball", joint="free", mass=m,
+                                                                        inertia=np.eye(3) * 0.4 * m * r**2).build()
+    law = contact.SpringDamper(1e4, 20.0)
+    floor = contact.CompliantContact(contact.contact_points(model, [("ball", contact.sphere(r))]),
+                                     contact.Plane.horizontal(0.0), law)
+    q0, qd0 = jnp.asarray([0.0, 0.0, r + h, 1.0, 0.0, 0.0, 0.0]), jnp.zeros(6).at[2].set(-v)
+    tight = dict(method=contact.WithContacts(floor), rtol=1e-12, atol=1e-12, solver=diffrax.Dopri8())
+    down = mbjax.simulate(model, q0, qd0, 0.0, 1.0, event=contact.touch_down(model, floor), **tight)
+    valid = np.asarray(down.valid)
+    assert bool(down.event) and abs(float(down.ts[valid][-1]) - h / v) < 1e-10
+    # in the floor: d(t) = v / w exp(-s t) sin(w t), s = c / 2m, w^2 = k / m - s^2; force k d + c d' = 0 at t_r
+    k, c = 1e4, 20.0
+    s, w = c / (2 * m), np.sqrt(k / m - (c / (2 * m)) ** 2)
+    t_r = (np.pi - np.arctan2(c * w, k - c * s)) / w
+    d_r = v / w * np.exp(-s * t_r) * np.sin(w * t_r)
+    e = float(law.restitution(m))
+    expected = h / v + t_r + d_r / (e * v)
+    t1 = 1e-3  # start 1 ms into the contact, on the closed-form motion
+    d1, rate1 = v / w * np.exp(-s * t1) * np.sin(w * t1), v * np.exp(-s * t1) * (np.cos(w * t1) - s / w * np.sin(w * t1))
+    up = mbjax.simulate(model, q0.at[2].set(r - d1), qd0.at[2].set(-rate1), h / v + t1, 1.0,
+                        event=contact.lift_off(model, floor), **tight)
+    valid = np.asarray(up.valid)
+    assert bool(up.event) and abs(float(up.ts[valid][-1]) - expected) < 1e-9, (float(up.ts[valid][-1]), expected)
+    gaps = jnp.asarray([0.02, 0.05, 0.1])
+    batch = mbjax.simulate_batch(model, jnp.stack([q0.at[2].set(r + g) for g in gaps]), jnp.stack([qd0] * 3), 0.0,
+                                 1.0, event=contact.touch_down(model, floor), **tight)
+    assert bool(jnp.all(batch.event))
+    stopped = [float(ts[valid][-1]) for ts, valid in zip(np.asarray(batch.ts), np.asarray(batch.valid))]
+    np.testing.assert_allclose(stopped, gaps / v, atol=1e-10)
+    with pytest.raises(TypeError, match="CompliantContact"):
+        contact.touch_down(model, contact.RigidContact(floor.points, floor.ground, 0.5))

@@ -11,6 +11,7 @@ formulation as external wrenches, and joint position limits enforced by the same
 
 from .compliant import CompliantContact, Friction, HuntCrossley, PairContact, SpringDamper
 from .dynamics import WithContacts
+from .events import ContactEvent, lift_off, touch_down
 from .ground import Contacts, Plane, plane_contacts
 from .heightfield import Heightfield
 from .limits import JointLimits, joint_limits, stops
@@ -21,9 +22,9 @@ from .urdf import urdf_contacts
 from .shapes import ContactPoints, box, capsule, contact_points, frame_points, mesh, point, sphere
 
 __all__ = [
-    "BodyPairs", "CompliantContact", "ContactPoints", "Contacts", "Friction", "Heightfield", "HuntCrossley",
+    "BodyPairs", "CompliantContact", "ContactEvent", "ContactPoints", "Contacts", "Friction", "Heightfield", "HuntCrossley",
     "JointLimits", "PairContact", "Plane", "RigidContact", "RigidPairs", "SpringDamper", "StepResult", "TimeStepping",
     "WithContacts", "body_pairs", "box", "capsule",
-    "contact_points", "frame_points", "joint_limits", "mesh", "mjcf_contacts", "mjcf_pairs", "plane_contacts",
-    "point", "rollout", "segment_contacts", "sphere", "step", "stops", "urdf_contacts",
+    "contact_points", "frame_points", "joint_limits", "lift_off", "mesh", "mjcf_contacts", "mjcf_pairs", "plane_contacts",
+    "point", "rollout", "segment_contacts", "sphere", "step", "stops", "touch_down", "urdf_contacts",
 ]
