@@ -209,7 +209,7 @@ def _aba_derivatives_one(model: Model, q, qd, tau, f_ext=None):
         return one_state(_aba_derivatives_kernel)(model, q, qd, tau, f_ext)
     qdd, chol = cholesky_dynamics(model, q, qd, tau, f_ext)
     dq, dv, _ = _rnea_derivatives_one(model, q, qd, qdd, f_ext)
-    return _forward_blocks(chol, dq, dv)
+    return _forward_blocks(chol, dq, dv, chained=True)  # qdd had a solve of its own
 
 
 def _cholesky(M):
@@ -217,18 +217,22 @@ def _cholesky(M):
     return jax.scipy.linalg.cho_factor(jnp.moveaxis(M, -1, 0), lower=True)
 
 
-def _forward_blocks(chol, dq, dv):
+def _forward_blocks(chol, dq, dv, chained: bool = False):
     """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) from M's Cholesky factor (``cho_factor``; states, if
-    any, first) and dID (nv, nv, ...), in one solve with the three right-hand sides side by side:
-    dID depends on the accelerations' own solve, so the LAPACK calls form one chain (independent
-    ones can deadlock jaxlib 0.10 under vmap: docs/errors.md, Troubleshooting)."""
+    any, first) and dID (nv, nv, ...): M^-1 by one solve, then two products. ``chained``: by
+    one solve with the three right-hand sides side by side instead, whose LAPACK calls then
+    follow those of the accelerations (dID depends on them): independent ones can run at once
+    and deadlock jaxlib 0.10 under vmap (docs/errors.md, Troubleshooting)."""
     lead = lambda x: jnp.moveaxis(x, (0, 1), (-2, -1))  # noqa: E731  (..., nv, nv) for LAPACK
     back = lambda x: jnp.moveaxis(x, (-2, -1), (0, 1))  # noqa: E731
     L = chol[0]
     n = L.shape[-1]
     eye = jnp.broadcast_to(jnp.eye(n, dtype=L.dtype), L.shape)
-    X = jax.scipy.linalg.cho_solve(chol, jnp.concatenate([-lead(dq), -lead(dv), eye], axis=-1))
-    return jnp.stack([back(X[..., :n]), back(X[..., n:2 * n]), back(X[..., 2 * n:])])
+    if chained:
+        X = jax.scipy.linalg.cho_solve(chol, jnp.concatenate([-lead(dq), -lead(dv), eye], axis=-1))
+        return jnp.stack([back(X[..., :n]), back(X[..., n:2 * n]), back(X[..., 2 * n:])])
+    Minv = jax.scipy.linalg.cho_solve(chol, eye)
+    return jnp.stack([-back(Minv @ lead(dq)), -back(Minv @ lead(dv)), back(Minv)])
 
 
 #: (dtau/dq, dtau/dqd, M) without input checks (``f_ext`` (nb, 6) or None), each (nv, nv);
