@@ -635,7 +635,7 @@ def test_simulate_puts_stops_at_the_declared_limits_by_default():
     expected = np.where(inside > 0, 0.04 + v * inside * np.exp(-inside / T), 0.03 + v * np.asarray(ts))
     entered = (inside > 0) & (inside < 2 * T)  # until it leaves the stop, 2 T later
     np.testing.assert_allclose(np.asarray(run.q[:, 0])[entered], expected[entered], atol=1e-12)  # 5e-15
-    assert abs(float(run.q[:, 0].max()) - (0.04 + v * T / np.e)) < 1e-7  # the sampled peak
+    assert abs(float(run.q[:, 0].max()) - (0.04 + v * T / np.e)) < 1e-12  # the peak, at t = T in, is a sample
     np.testing.assert_allclose(float(run.qd[-1, 0]), -np.exp(-2.0) * v, rtol=1e-8)  # restitution exp(-2)
     passes = mbjax.simulate(slider, q0, qd0, 0.0, 0.05, limits=False, saveat=ts)
     np.testing.assert_allclose(passes.q[-1, 0], 0.03 + 0.05 * v, rtol=1e-12)
@@ -648,7 +648,9 @@ def test_simulate_puts_stops_at_the_declared_limits_by_default():
     panda = mbjax.load_example_robot("panda")
     fingers = np.asarray(mbjax.simulate(panda, mbjax.neutral(panda).at[7:].set(0.02), jnp.zeros(panda.nv), 0.0,
                                         1.0).q[:, 7:])
-    assert fingers.min() > -5e-3 and fingers.max() < 0.045  # the arm's own stops shake them by millimetres
+    # a bound, not a closed form: the arm's joints slam into their own 2 ms stops, and the hand's
+    # deceleration (~v / T, hundreds of m/s^2) presses the fingers in by a T^2 ~ millimetres (measured 3.4 mm)
+    assert fingers.min() > -5e-3 and fingers.max() < 0.045
 
 
 def test_default_stops_are_critically_damped_on_each_coordinates_inertia():

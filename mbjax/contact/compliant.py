@@ -194,13 +194,17 @@ class CompliantContact(eqx.Module):
         v = body_velocities_from(model, tk, qd)[body]  # world frame: (velocity of the point at the origin, w)
         return c, contact_forces(self.normal, self.friction, c, v[:, :3] + jnp.cross(v[:, 3:], c.point))
 
+    def contacts(self, model: Model, q):
+        """The candidates' contacts with the ground at ``q`` (:class:`mbjax.contact.Contacts`:
+        geometry only, no forces)."""
+        return self.ground.contacts(self._centres(tree_kinematics(model, q)), self.points.radius)
+
     def potential_energy(self, model: Model, q):
         """Energy stored in the contacts' springs: with the bodies' kinetic and potential
         energy it never increases in a passive run (the dampers and friction only dissipate,
         and a clipped spring-damper lets go while its spring still holds energy, which the body
         does not get back)."""
-        depth = self.ground.contacts(self._centres(tree_kinematics(model, q)), self.points.radius).depth
-        return jnp.sum(self.normal.energy(depth))
+        return jnp.sum(self.normal.energy(self.contacts(model, q).depth))
 
     def _centres(self, tk):
         """World centres (k, 3) of the candidate spheres, from the bodies' poses."""
@@ -273,10 +277,14 @@ class PairContact(eqx.Module):
         first, second = v[body[np.asarray(self.pairs.first)]], v[body[np.asarray(self.pairs.second)]]
         return second[:, :3] - first[:, :3] + jnp.cross(second[:, 3:] - first[:, 3:], point)
 
+    def contacts(self, model: Model, q):
+        """The pairs' contacts at ``q`` (:class:`mbjax.contact.Contacts`: geometry only)."""
+        tk = tree_kinematics(model, q)
+        return self.pairs.contacts(tk.R, tk.p)
+
     def potential_energy(self, model: Model, q):
         """Energy stored in the pairs' springs (see :meth:`CompliantContact.potential_energy`)."""
-        tk = tree_kinematics(model, q)
-        return jnp.sum(self.normal.energy(self.pairs.contacts(tk.R, tk.p).depth))
+        return jnp.sum(self.normal.energy(self.contacts(model, q).depth))
 
     def rates(self, model: Model, q, inverse_mass) -> dict:
         """The fastest motions' eigenvalue estimates (:func:`law_rates`), every pair as if touching

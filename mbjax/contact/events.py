@@ -23,7 +23,7 @@ class ContactEvent(eqx.Module):
     sign: float = eqx.field(static=True)
 
     def __call__(self, t, q, qd):
-        return self.sign * jnp.max(self.contact.forces(self.model, q, qd)[0].depth)
+        return self.sign * jnp.max(self.contact.contacts(self.model, q).depth)
 
 
 def _checked(contact):
