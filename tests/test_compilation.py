@@ -51,3 +51,35 @@ def test_user_jit(arm):
         return sum(mbjax.rnea(model, q, qd, tau) for _ in range(n))
 
     np.testing.assert_allclose(repeated(model, q, n=2), 2 * mbjax.rnea(model, q, qd, tau), rtol=1e-14)
+
+
+def test_options_reach_top_level_vmaps_only(arm):
+    """A vmap at the top level batches the compiled program with its options (simulate_batch);
+    jit and grad trace a plain one (JAX refuses options there)."""
+    from mbjax.compilation import _unstaged, cpu_options
+
+    seen = []
+
+    def probe(x):
+        seen.append(_unstaged())
+        return x
+
+    probe(1.0)
+    jax.vmap(jax.vmap(probe))(jnp.ones((2, 3)))
+    jax.jit(probe)(1.0)
+    jax.grad(probe)(1.0)
+    jax.vmap(jax.grad(probe))(jnp.ones(2))
+    jax.jit(jax.vmap(probe))(jnp.ones(2))
+    assert seen == [True, True, False, False, False, False]
+    model, q, qd, tau = arm
+    qs, qds, taus = (jnp.stack([x, 0.5 * x]) for x in (q, qd, tau))
+    qs = jax.vmap(lambda x: mbjax.normalize(model, x))(qs)
+    plain = jax.vmap(jax.jit(mbjax.aba.__wrapped__), in_axes=(None, 0, 0, 0))(model, qs, qds, taus)
+    np.testing.assert_allclose(jax.vmap(mbjax.aba, in_axes=(None, 0, 0, 0))(model, qs, qds, taus), plain,
+                               rtol=1e-12, atol=1e-12)
+    f = mbjax.jit(lambda m, q, qd, tau: mbjax.aba(m, q, qd, tau))
+    np.testing.assert_allclose(jax.vmap(f, in_axes=(None, 0, 0, 0))(model, qs, qds, taus), plain, rtol=1e-12,
+                               atol=1e-12)
+    # the probed options compile on this back end, and the public constant is them
+    assert mbjax.compilation.CPU_OPTIONS == cpu_options()
+    jax.jit(lambda x: 2 * x, compiler_options=mbjax.compilation.CPU_OPTIONS)(jnp.ones(3)).block_until_ready()

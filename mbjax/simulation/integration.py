@@ -11,6 +11,7 @@ import jax.numpy as jnp
 import optimistix as optx
 
 from ..checks import check_nonnegative, check_state, default_tolerance
+from ..compilation import filter_jit
 from ..configuration import normalize
 from ..model.model import Model
 from . import stability
@@ -213,7 +214,7 @@ class _Stops:
 STOPS = _Stops()
 
 
-@eqx.filter_jit
+@filter_jit
 def _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_controller, rtol, atol, dt0, saveat,
               max_steps, event, adjoint, progress, energy, momentum, residual, stops):
     q0, qd0 = check_state(model, q0, qd=qd0)
