@@ -214,6 +214,8 @@ def run(args):
     from mbjax.robots import EXAMPLE_ROBOTS
 
     dtype = jnp.float64 if args.dtype == "float64" else jnp.float32
+    # what mbjax.jit compiles with (mbjax.compilation): the "(mbjax.jit)" rows
+    MBJAX_JIT = partial(jax.jit, compiler_options=mbjax.compilation.CPU_OPTIONS)
     log = partial(print, flush=True)
     meta = metadata(args, jax, np, pin, mbjax)
     log(f"mbjax benchmark: dtype={args.dtype}, xla-threads={args.xla_threads}, xla-ynn={args.xla_ynn} (XLA_FLAGS={meta['xla_flags']!r}), "
@@ -350,7 +352,7 @@ def run(args):
             record(name, model, "aba single (model arg)", bench(lambda: f(model, q0, v0, t0_).block_until_ready()), pin_aba)
             # the same with mbjax.jit's options (XLA:CPU's memory-optimised scheduler, mbjax.compilation)
             f, _ = compile_jit(lambda m, q, v, t: mbjax.aba(m, q, v, t), model, q0, v0, t0_, name="aba (mbjax.jit)",
-                               robot=name, jit=partial(jax.jit, compiler_options=mbjax.compilation.CPU_OPTIONS))
+                               robot=name, jit=MBJAX_JIT)
             record(name, model, "aba single (model arg, mbjax.jit)", bench(lambda: f(model, q0, v0, t0_).block_until_ready()),
                    pin_aba)
             # the public call from Python, as the README shows it
@@ -375,6 +377,13 @@ def run(args):
                 if B == max(args.batch):
                     hlo.append({"robot": name, "function": f"aba vmap B={B}", "tree_levels": levels, **hlo_stats(c)})
                 record(name, model, f"aba vmap B={B} (per state)", bench(lambda: f(*xs).block_until_ready()), pin_aba, B)
+            # the same compiled with mbjax.jit's options (YNNPACK for dots only, mbjax.compilation)
+            B = max(args.batch)
+            xs = (model, Qj[:B], Vj[:B], Tj[:B])
+            f, _ = compile_jit(jax.vmap(mbjax.aba, in_axes=(None, 0, 0, 0)), *xs, name="aba vmap (mbjax.jit)", robot=name,
+                               batch=B, jit=MBJAX_JIT)
+            record(name, model, f"aba vmap B={B} (mbjax.jit, per state)", bench(lambda: f(*xs).block_until_ready()),
+                   pin_aba, B)
         if "aba_closed" in args.quantities and not args.quick:
             B = max(args.batch)
             fb = jax.vmap(lambda q, v, t: mbjax.aba(model, q, v, t))
@@ -394,6 +403,10 @@ def run(args):
             f, c = compile_jit(jax.vmap(mbjax.rnea, in_axes=(None, 0, 0, 0)), *xs, name="rnea vmap", robot=name, batch=B)
             memory.append(memory_record(c, name, "rnea vmap", B, resource))
             record(name, model, f"rnea vmap B={B} (per state)", bench(lambda: f(*xs).block_until_ready()), pin_rnea, B)
+            f, _ = compile_jit(jax.vmap(mbjax.rnea, in_axes=(None, 0, 0, 0)), *xs, name="rnea vmap (mbjax.jit)",
+                               robot=name, batch=B, jit=MBJAX_JIT)
+            record(name, model, f"rnea vmap B={B} (mbjax.jit, per state)", bench(lambda: f(*xs).block_until_ready()),
+                   pin_rnea, B)
         if "crba" in args.quantities:
             pin_crba = pin_loop(pin.crba, pin_states_q)
             f, _ = compile_jit(lambda m, q: mbjax.crba(m, q), model, q0, name="crba", robot=name)
@@ -404,6 +417,10 @@ def run(args):
             memory.append(memory_record(c, name, "crba vmap", B, resource))
             record(name, model, f"crba vmap B={B} (per state)", bench(lambda: f(*xs).block_until_ready()), pin_crba, B,
                    note="pinocchio.crba fills the upper triangle only")
+            f, _ = compile_jit(jax.vmap(mbjax.crba, in_axes=(None, 0)), *xs, name="crba vmap (mbjax.jit)", robot=name,
+                               batch=B, jit=MBJAX_JIT)
+            record(name, model, f"crba vmap B={B} (mbjax.jit, per state)", bench(lambda: f(*xs).block_until_ready()),
+                   pin_crba, B, note="pinocchio.crba fills the upper triangle only")
 
         # ---------------------------------------------------------------- ABA Jacobian
         if "jac" in args.quantities:
