@@ -30,6 +30,7 @@ import numpy as np
 
 from .. import spatial
 from ..checks import check_external_forces, check_state
+from ..compilation import filter_jit
 from ..configuration import integrate_from
 from ..dynamics.aba import aba_from
 from ..dynamics.bodies import external_forces_or_zero
@@ -123,7 +124,7 @@ def _stepper(model, closures, method, options) -> ClosureSolver | None:
     return None
 
 
-@eqx.filter_jit
+@filter_jit
 def step(
     model: Model,
     closures: LoopClosures | None,
@@ -158,7 +159,7 @@ def step(
     return step_from(model, closures, q, qd, tau, jnp.asarray(dt, qd.dtype), f_ext, solver)
 
 
-@eqx.filter_jit
+@filter_jit
 def rollout(
     model: Model,
     closures: LoopClosures | None,

@@ -61,6 +61,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..checks import check_external_forces, check_state
+from ..compilation import filter_jit
 from ..configuration import integrate_from
 from ..dynamics.crba import mass_matrix_from
 from ..dynamics.passive import passive_forces_from
@@ -348,7 +349,7 @@ def _checked(model, stepping, dt):
     return jnp.asarray(dt, model.dtype)
 
 
-@eqx.filter_jit
+@filter_jit
 def step(model: Model, stepping: TimeStepping, q, qd, tau, dt, f_ext=None, impulses=None) -> StepResult:
     """One step of length ``dt`` of ``model`` with the rigid contacts and stops of ``stepping``
     (:class:`TimeStepping`) from ``(q, qd)`` under the torques ``tau`` (nv,) and optional
@@ -361,7 +362,7 @@ def step(model: Model, stepping: TimeStepping, q, qd, tau, dt, f_ext=None, impul
     return stepping.step_from(model, q, qd, tau, dt, f_ext, start)
 
 
-@eqx.filter_jit
+@filter_jit
 def rollout(model: Model, stepping: TimeStepping, q0, qd0, tau, dt, steps: int, f_ext=None, impulses=None):
     """``steps`` steps of :func:`step` from ``(q0, qd0)`` in one ``lax.scan``, each warm started
     from the impulses of the one before (the first from ``impulses``, default zero: a previous
