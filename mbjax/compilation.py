@@ -78,15 +78,11 @@ def _unstaged() -> bool:
 
 
 def _dispatch(fun, make_fast, plain):
-    fast = []  # made on the first call from Python (its options are probed then)
+    fast = functools.cache(make_fast)  # made on the first call from Python (its options are probed then)
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
-        if not _unstaged():
-            return plain(*args, **kwargs)
-        if not fast:
-            fast.append(make_fast())
-        return fast[0](*args, **kwargs)
+        return (fast() if _unstaged() else plain)(*args, **kwargs)
 
     # no attributes on ``call`` (such as ``fast.lower``): functools.wraps in jax.vmap and jax.jit
     # copies a function's attributes onto its wrappers, which would then lower ``fast``

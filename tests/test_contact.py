@@ -282,8 +282,10 @@ def test_a_fixed_step_too_long_for_the_contact_is_refused():
     # (angular momentum about the contact); this one sinks 1 mm and its friction is regularised,
     # which leaves it at 0.0496 m/s with its surface slipping at 2.5e-4 m/s (measured)
     vx, wy = float(traj.qd[-1, 0]), float(traj.qd[-1, 4])
+    # the 1 % is the physics of the compliant model (sinking and regularised slip, 0.8 % here),
+    # not numerical slack; the slip speed is bounded at twice its measured value
     np.testing.assert_allclose(vx, 0.01 * 0.2 / (0.01 + 0.03), rtol=1e-2)
-    assert abs(vx - 0.1 * wy) < 1e-3
+    assert abs(vx - 0.1 * wy) < 5e-4
 
 
 # ------------------------------------------------------------------------------- heightfields
