@@ -1,6 +1,6 @@
 """How mbjax compiles its entry points, and :func:`jit` for a user's functions of a model.
 
-Two XLA:CPU options (:func:`cpu_options`), set on mbjax's own programs and on the functions
+Three XLA:CPU options (:func:`cpu_options`), set on mbjax's own programs and on the functions
 a user compiles with :func:`jit`:
 
 - **The memory-optimised scheduler.** XLA:CPU runs the kernels of a compiled program on the
@@ -22,6 +22,10 @@ a user compiles with :func:`jit`:
   keep them fused with their neighbours: batched ``aba`` 10-30 % and ``rnea`` 30-40 % faster
   on floating bases, ``simulate_batch`` of 1024 states 14-30 % faster and compiled 40 %
   faster (``benchmarks/README.md``, session 22). Dots stay with YNNPACK.
+- **XLA's classic loop emitters** (``xla_cpu_use_fusion_emitters=False``, as the trajectory
+  optimiser's programs had since session 15): the same kernels as the newer fusion emitters'
+  for these programs, compiled 20-40 % faster (talos_reduced's batched ``aba``, tracing
+  included: 5.8 -> 4.3 s), and ``simulate_batch`` of 1024 states 10 % faster (session 23).
 
 JAX accepts compiler options only on a ``jax.jit`` that no other ``jax.jit`` (or ``grad``)
 traces, so :func:`jit` makes two programs of a function: with the options when it is called
@@ -43,6 +47,7 @@ from jax._src import core
 
 _SCHEDULER = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
 _YNN_DOTS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"}
+_CLASSIC_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
 
 
 @functools.cache
@@ -50,7 +55,7 @@ def cpu_options() -> dict:
     """The XLA options of mbjax's programs (module docstring), those of them that the installed
     XLA knows (an option it does not know would fail every compilation; XLA's other back ends
     ignore them). Probed once, on first use."""
-    for options in ({**_SCHEDULER, **_YNN_DOTS}, _SCHEDULER):
+    for options in ({**_SCHEDULER, **_YNN_DOTS, **_CLASSIC_EMITTERS}, {**_SCHEDULER, **_CLASSIC_EMITTERS}, _SCHEDULER):
         try:
             jax.jit(lambda x: x + 1, compiler_options=options).lower(jnp.zeros((), jnp.float32)).compile()
             return options
