@@ -27,25 +27,27 @@ from random_models import TreeSpec, assert_close, build_model, richardson
 
 
 def test_block_tridiagonal_solve_and_inertia():
+    """Solve, inertia and product against the dense matrix, with upper blocks as wide as the
+    diagonal ones and with only their first columns coupled (the interior point's case)."""
     rng = np.random.default_rng(0)
     n, m = 7, 5
-    D = rng.normal(size=(n, m, m))
-    D = D + np.swapaxes(D, 1, 2) + np.diag(rng.normal(scale=3.0, size=m))  # symmetric, indefinite
-    U = rng.normal(size=(n - 1, m, m))
-    A = np.zeros((n * m, n * m))
-    for k in range(n):
-        A[k * m:(k + 1) * m, k * m:(k + 1) * m] = D[k]
-    for k in range(n - 1):
-        A[k * m:(k + 1) * m, (k + 1) * m:(k + 2) * m] = U[k]
-        A[(k + 1) * m:(k + 2) * m, k * m:(k + 1) * m] = U[k].T
-    r = rng.normal(size=(n, m))
-    lus, negative = block_tridiagonal.factor(jnp.asarray(D), jnp.asarray(U))
-    x = block_tridiagonal.solve(lus, jnp.asarray(U), jnp.asarray(r))
-    assert_close(x.reshape(-1), np.linalg.solve(A, r.reshape(-1)), 1e-10, what="solve")
-    assert int(negative) == int(np.sum(np.linalg.eigvalsh(A) < 0))
-    assert_close(block_tridiagonal.matvec(jnp.asarray(D), jnp.asarray(U), jnp.asarray(r)).reshape(-1),
-                 A @ r.reshape(-1), 1e-13, what="matvec")
-
+    for c in (m, 2):
+        D = rng.normal(size=(n, m, m))
+        D = D + np.swapaxes(D, 1, 2) + np.diag(rng.normal(scale=3.0, size=m))  # symmetric, indefinite
+        U = rng.normal(size=(n - 1, m, c))
+        A = np.zeros((n * m, n * m))
+        for k in range(n):
+            A[k * m:(k + 1) * m, k * m:(k + 1) * m] = D[k]
+        for k in range(n - 1):
+            A[k * m:(k + 1) * m, (k + 1) * m:(k + 1) * m + c] = U[k]
+            A[(k + 1) * m:(k + 1) * m + c, k * m:(k + 1) * m] = U[k].T
+        r = rng.normal(size=(n, m))
+        lus, negative = block_tridiagonal.factor(jnp.asarray(D), jnp.asarray(U))
+        x = block_tridiagonal.solve(lus, jnp.asarray(U), jnp.asarray(r))
+        assert_close(x.reshape(-1), np.linalg.solve(A, r.reshape(-1)), 1e-10, what=f"solve, c = {c}")
+        assert int(negative) == int(np.sum(np.linalg.eigvalsh(A) < 0))
+        assert_close(block_tridiagonal.matvec(jnp.asarray(D), jnp.asarray(U), jnp.asarray(r)).reshape(-1),
+                     A @ r.reshape(-1), 1e-13, what=f"matvec, c = {c}")
 
 
 def test_inertia_count_of_kkt_like_blocks():

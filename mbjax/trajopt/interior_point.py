@@ -161,7 +161,8 @@ class InteriorPoint(eqx.Module):
         D = D.at[:-1, nt + ne:, :nt].set(J[:, :, :nt]).at[:-1, :nt, nt + ne:].set(jnp.swapaxes(J[:, :, :nt], 1, 2))
         D = D.at[:-1, nt + ne:, nt + ne:].set(-tiny * jnp.eye(nc, dtype=dtype))
         D = D.at[-1, nt + ne:, nt + ne:].set(-jnp.eye(nc, dtype=dtype))  # no interval after the last knot
-        U = jnp.zeros((K - 1, m, m), dtype).at[:, :nt, :nt].set(Hi[:, :nt, nt:]).at[:, nt + ne:, :nt].set(J[:, :, nt:])
+        # the coupling of knot k+1 to block k, through knot k+1's step only (its first nt columns)
+        U = jnp.zeros((K - 1, m, nt), dtype).at[:, :nt].set(Hi[:, :nt, nt:]).at[:, nt + ne:].set(J[:, :, nt:])
         identity_w = jnp.zeros((m, m), dtype).at[:nt, :nt].set(jnp.eye(nt, dtype=dtype))
         negative_wanted = K * (ne + nc)
 
