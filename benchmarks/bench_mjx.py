@@ -14,7 +14,9 @@ For each model (MJX's own test models: ``humanoid`` (nv 27), ``barkour_v0`` (18)
 Both in float64 (``jax_enable_x64``) with ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false``
 (set below, before jax is imported), interleaved: each repeat times MJX, then mbjax. The
 script checks that the two ``qacc`` agree and prints time per state, the ratio mbjax / MJX
-(median and best repeats) and compile times; ``--json`` writes them.
+(median and best repeats) and compile times; ``--json`` writes them. mbjax is timed twice: as
+``jax.jit`` compiles it, and with mbjax's XLA options (``compiler_options=
+mbjax.compilation.CPU_OPTIONS``, what ``mbjax.jit`` sets; MJX is compiled as a user would).
 
     python benchmarks/bench_mjx.py [--batch 1024 4096] [--repeats 7] [--json out.json]
 """
@@ -104,13 +106,14 @@ def main():
         for B in a.batch:
             xs = [jnp.asarray(x) for x in random_states(m, B, np.random.default_rng(0))]
             fns, compile_s = {}, {}
-            for label, f in (("mjx", mjx_forward), ("mbjax", mbjax_forward)):
+            for label, f, options in (("mjx", mjx_forward, {}), ("mbjax", mbjax_forward, {}),
+                                      ("mbjax.jit", mbjax_forward, mbjax.compilation.CPU_OPTIONS)):
                 t0 = time.perf_counter()
-                fns[label] = jax.jit(jax.vmap(f)).lower(*xs).compile()
+                fns[label] = jax.jit(jax.vmap(f), compiler_options=options).lower(*xs).compile()
                 compile_s[label] = time.perf_counter() - t0
             ref, got = np.asarray(fns["mjx"](*xs)), np.asarray(fns["mbjax"](*xs))
             err = float(np.abs(got - ref).max() / np.abs(ref).max())
-            times = {"mjx": [], "mbjax": []}
+            times = {label: [] for label in fns}
             for _ in range(a.repeats):  # interleaved
                 for label in times:
                     times[label] += timed(fns[label], *xs, repeats=1)
@@ -118,11 +121,15 @@ def main():
             best = {k: float(np.min(v)) / B for k, v in times.items()}
             row = dict(model=name, nv=m.nv, batch=B, mjx_s=med["mjx"], mbjax_s=med["mbjax"],
                        ratio=med["mbjax"] / med["mjx"], ratio_min=best["mbjax"] / best["mjx"],
-                       compile_mjx_s=compile_s["mjx"], compile_mbjax_s=compile_s["mbjax"], qacc_rel_err=err)
+                       mbjax_jit_s=med["mbjax.jit"], ratio_jit=med["mbjax.jit"] / med["mjx"],
+                       ratio_jit_min=best["mbjax.jit"] / best["mjx"], compile_mjx_s=compile_s["mjx"],
+                       compile_mbjax_s=compile_s["mbjax"], compile_mbjax_jit_s=compile_s["mbjax.jit"], qacc_rel_err=err)
             rows.append(row)
             print(f"{name:12s} nv {m.nv:2d} B {B:5d}: MJX {med['mjx'] * 1e6:7.2f} µs, mbjax {med['mbjax'] * 1e6:7.2f} µs "
-                  f"per state; ratio {row['ratio']:.2f} (best {row['ratio_min']:.2f}); compile "
-                  f"{compile_s['mjx']:.1f} / {compile_s['mbjax']:.1f} s; qacc agree to {err:.1e}", flush=True)
+                  f"per state; ratio {row['ratio']:.2f} (best {row['ratio_min']:.2f}); with mbjax's options "
+                  f"{med['mbjax.jit'] * 1e6:7.2f} µs, ratio {row['ratio_jit']:.2f} (best {row['ratio_jit_min']:.2f}); "
+                  f"compile {compile_s['mjx']:.1f} / {compile_s['mbjax']:.1f} / {compile_s['mbjax.jit']:.1f} s; "
+                  f"qacc agree to {err:.1e}", flush=True)
     if a.json:
         meta = dict(xla_flags=os.environ["XLA_FLAGS"], loadavg_end=os.getloadavg(), jax=jax.__version__,
                     mujoco=mujoco.__version__)
