@@ -55,7 +55,8 @@ def cpu_options() -> dict:
     """The XLA options of mbjax's programs (module docstring), those of them that the installed
     XLA knows (an option it does not know would fail every compilation; XLA's other back ends
     ignore them). Probed once, on first use."""
-    for options in ({**_SCHEDULER, **_YNN_DOTS, **_CLASSIC_EMITTERS}, {**_SCHEDULER, **_CLASSIC_EMITTERS}, _SCHEDULER):
+    for options in ({**_SCHEDULER, **_YNN_DOTS, **_CLASSIC_EMITTERS}, {**_SCHEDULER, **_YNN_DOTS},
+                    {**_SCHEDULER, **_CLASSIC_EMITTERS}, _SCHEDULER):
         try:
             jax.jit(lambda x: x + 1, compiler_options=options).lower(jnp.zeros((), jnp.float32)).compile()
             return options

@@ -83,3 +83,19 @@ def test_options_reach_top_level_vmaps_only(arm):
     # the probed options compile on this back end, and the public constant is them
     assert mbjax.compilation.CPU_OPTIONS == cpu_options()
     jax.jit(lambda x: 2 * x, compiler_options=mbjax.compilation.CPU_OPTIONS)(jnp.ones(3)).block_until_ready()
+
+
+def test_options_probe_leaves_out_an_unknown_option(monkeypatch):
+    """An option the installed XLA does not know (a later jaxlib may drop one) is left out and
+    the others kept: the probe tries the combinations in order of preference."""
+    import mbjax.compilation as c
+
+    known = c.cpu_options()
+    monkeypatch.setattr(c, "_CLASSIC_EMITTERS", {"xla_cpu_no_such_option": False})
+    c.cpu_options.cache_clear()
+    try:
+        probed = c.cpu_options()
+    finally:
+        c.cpu_options.cache_clear()
+    assert "xla_cpu_no_such_option" not in probed
+    assert probed == {k: v for k, v in known.items() if k != "xla_cpu_use_fusion_emitters"}
