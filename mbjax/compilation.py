@@ -47,7 +47,8 @@ from jax._src import core
 
 _SCHEDULER = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
 _YNN_DOTS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"}
-_CLASSIC_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
+#: XLA:CPU's classic loop emitters (also the trajectory optimiser's option)
+CLASSIC_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
 
 
 @functools.cache
@@ -55,8 +56,8 @@ def cpu_options() -> dict:
     """The XLA options of mbjax's programs (module docstring), those of them that the installed
     XLA knows (an option it does not know would fail every compilation; XLA's other back ends
     ignore them). Probed once, on first use."""
-    for options in ({**_SCHEDULER, **_YNN_DOTS, **_CLASSIC_EMITTERS}, {**_SCHEDULER, **_YNN_DOTS},
-                    {**_SCHEDULER, **_CLASSIC_EMITTERS}, _SCHEDULER):
+    for options in ({**_SCHEDULER, **_YNN_DOTS, **CLASSIC_EMITTERS}, {**_SCHEDULER, **_YNN_DOTS},
+                    {**_SCHEDULER, **CLASSIC_EMITTERS}, _SCHEDULER):
         try:
             jax.jit(lambda x: x + 1, compiler_options=options).lower(jnp.zeros((), jnp.float32)).compile()
             return options

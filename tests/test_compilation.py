@@ -91,7 +91,7 @@ def test_options_probe_leaves_out_an_unknown_option(monkeypatch):
     import mbjax.compilation as c
 
     known = c.cpu_options()
-    monkeypatch.setattr(c, "_CLASSIC_EMITTERS", {"xla_cpu_no_such_option": False})
+    monkeypatch.setattr(c, "CLASSIC_EMITTERS", {"xla_cpu_no_such_option": False})
     c.cpu_options.cache_clear()
     try:
         probed = c.cpu_options()

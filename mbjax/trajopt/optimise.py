@@ -34,6 +34,7 @@ import optax
 import optimistix as optx
 
 from ..checks import default_tolerance
+from ..compilation import CLASSIC_EMITTERS
 from ..progress import Progress
 from ..simulation.trajectory import Trajectory
 from .collocation import Collocation, HermiteSimpson
@@ -136,17 +137,15 @@ def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, 
     return jax.tree.map(lambda old, upd: jnp.where(state.done, old, upd), state, new)
 
 
-#: XLA's classic loop emitters instead of its fusion emitters: they compile the solvers' many
-#: small kernels faster and run them no slower
-_FAST_COMPILE = {"xla_cpu_use_fusion_emitters": False}
-
 #: the compiled (init, outer step), made once so that their caches persist across calls: plain
 #: for a single guess (re-batching the solver's loops costs twice the tracing time), or vmapped
 #: over the restarts' leading axis; with XLA's classic loop emitters, which compile them faster
 #: (panda point to point: the outer step in 3.9 s instead of 5.6 s) and run them no slower
+#: (mbjax's other options, :func:`mbjax.compilation.cpu_options`, measured no faster here)
 _PROGRAMS = {
-    False: tuple(eqx.filter_jit(f, compiler_options=_FAST_COMPILE) for f in (_init, _outer_step)),
-    True: tuple(eqx.filter_jit(eqx.filter_vmap(f, in_axes=(None,) * (n - 1) + (0,)), compiler_options=_FAST_COMPILE)
+    False: tuple(eqx.filter_jit(f, compiler_options=CLASSIC_EMITTERS) for f in (_init, _outer_step)),
+    True: tuple(eqx.filter_jit(eqx.filter_vmap(f, in_axes=(None,) * (n - 1) + (0,)),
+                               compiler_options=CLASSIC_EMITTERS)
                 for f, n in ((_init, 5), (_outer_step, 6))),
 }
 
@@ -202,7 +201,7 @@ def _collocate(nlp, optimiser: InteriorPoint, w0, start: InteriorPointStart):
 
 #: the compiled collocation solve, from a cold or a warm :class:`InteriorPointStart` alike (acrobot, 200
 #: intervals: compiled in 15 s instead of 19 s with the classic emitters)
-_COLLOCATE = eqx.filter_jit(_collocate, compiler_options=_FAST_COMPILE)
+_COLLOCATE = eqx.filter_jit(_collocate, compiler_options=CLASSIC_EMITTERS)
 
 #: a problem's cold start (shapes of its multipliers), compiled once per problem shape
 _COLD = eqx.filter_jit(lambda nlp, optimiser, w0: optimiser.cold(nlp, w0))
@@ -224,7 +223,7 @@ def _collocate_from(nlp, optimiser, q0, qd0, model, w0, start):
 #: ... and vmapped over initial states, guesses and starts (True: and models)
 _COLLOCATE_VMAP = {batched: eqx.filter_jit(eqx.filter_vmap(_collocate_from, in_axes=(None, None, 0, 0, 0 if batched
                                                                                       else None, 0, 0)),
-                                           compiler_options=_FAST_COMPILE) for batched in (False, True)}
+                                           compiler_options=CLASSIC_EMITTERS) for batched in (False, True)}
 
 
 def _collocate_many(nlp, optimiser, q0, qd0, models, w0, chunk: int, progress: bool, warm_start: bool = False):
