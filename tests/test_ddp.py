@@ -16,20 +16,9 @@ import pytest
 import mbjax
 from mbjax import trajopt
 from mbjax.trajopt.ddp import Stages
-from random_models import assert_close, richardson
+from random_models import assert_close, floating_arm, richardson
 
 KNOTS = 4
-
-
-def floating_arm():
-    """A free-floating body (quaternion base) carrying a two-joint arm, under gravity."""
-    b = mbjax.ModelBuilder("floating_arm")
-    b.add_body("base", joint="free", mass=3.0, inertia=np.diag([0.2, 0.3, 0.25]))
-    b.add_body("upper", parent="base", joint="revolute", axis=(0, 1, 0), translation=(0.1, 0.0, 0.2), mass=1.0,
-               com=(0.0, 0.0, 0.3), inertia=np.diag([0.02, 0.03, 0.01]), armature=0.05)
-    b.add_body("lower", parent="upper", joint="revolute", axis=(1, 0, 0), translation=(0.0, 0.0, 0.6), mass=0.5,
-               com=(0.0, 0.1, 0.2), inertia=np.diag([0.01, 0.01, 0.005]), armature=0.05)
-    return b.build()
 
 
 def test_stage_models_match_finite_differences():

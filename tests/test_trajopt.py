@@ -10,6 +10,7 @@ One small problem serves every test (the bundled acrobot with both joints actuat
 from __future__ import annotations
 
 import diffrax
+import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -17,7 +18,7 @@ import pytest
 
 import mbjax
 from mbjax import trajopt
-from random_models import assert_close, richardson
+from random_models import assert_close, floating_arm, richardson
 
 T, KNOTS, SUBSTEPS = 1.0, 5, 4
 Q_GOAL = jnp.array([0.8, -0.5])
@@ -81,6 +82,67 @@ def test_gradient_matches_finite_differences():
     grad, grad_fd, jac, jac_fd = check(u, x)
     assert_close(grad, grad_fd, rtol=1e-8, what="objective gradient (reverse mode)")
     assert_close(jac, jac_fd, rtol=1e-8, what="defect Jacobian (forward mode)")
+
+
+@pytest.mark.parametrize("case", ["acrobot linear", "acrobot cubic", "floating arm"])
+def test_stepwise_forward_mode_equals_forward_mode(case):
+    """``forward_mode(stepwise=True)`` (the chain rule over the steps' Jacobians, the knots each
+    step sees only) gives the Jacobian of plain forward mode through every stage, to rounding:
+    of single shooting (one run over every interval: each step's window of knots) and of
+    multiple shooting (segments starting at traced knots), with linear and cubic torques
+    (whose slopes reach one knot back), on the acrobot and on a quaternion base. On the first,
+    a tangent along the model also falls back to plain forward mode, and reverse mode transposes
+    the rule (against the plain problem's reverse mode through diffrax's checkpointed stages)."""
+    if case == "floating arm":
+        model = floating_arm()
+        problem = trajopt.TrajectoryProblem(model, mbjax.neutral(model), 0.3 * jnp.ones(model.nv), 0.6, 4, substeps=2,
+                                            solver=diffrax.Dopri5(), costs=[trajopt.Effort()])
+    else:
+        problem = make_problem()
+        if case.endswith("cubic"):
+            problem = trajopt.TrajectoryProblem(problem.model, problem.q0, problem.qd0, T, KNOTS, substeps=SUBSTEPS,
+                                                interpolation="cubic", solver=diffrax.Dopri8(), costs=problem.costs)
+    plain, stepwise = problem.forward_mode(), problem.forward_mode(stepwise=True)
+    assert stepwise.stepwise and not plain.stepwise and stepwise.forward_mode(stepwise=True) is stepwise
+    K, nu = problem.controls.shape
+    single, multiple = trajopt.SingleShooting(), trajopt.MultipleShooting(K - 1)
+    key = jax.random.PRNGKey(11)
+    u = jax.random.normal(key, (K, nu))
+    q_nodes = jax.vmap(lambda k: mbjax.random_configuration(problem.model, k))(jax.random.split(key, K - 2))
+    z = multiple.initial_guess(problem, u, q_nodes, 0.4 * jax.random.normal(key, (K - 2, problem.model.nv)))
+    x, unravel = jax.flatten_util.ravel_pytree(z)
+
+    def flat(p, transcription, x):
+        r = transcription.rollout(p, x)
+        return jnp.concatenate([r.trajectory.q.ravel(), r.trajectory.qd.ravel(), r.defects])
+
+    @jax.jit
+    def jacobians(u, x):
+        one = lambda p: jax.jacfwd(lambda v: flat(p, single, v))(u)  # noqa: E731
+        many = lambda p: jax.jacfwd(lambda v: flat(p, multiple, unravel(v)))(x)  # noqa: E731
+        return one(plain), one(stepwise), many(plain), many(stepwise)
+
+    J1, S1, J2, S2 = jacobians(u, x)
+    scale = max(float(jnp.max(jnp.abs(J1))), float(jnp.max(jnp.abs(J2))))
+    assert_close(S1, J1, rtol=0, atol=1e-13 * scale, what=f"{case}: single shooting Jacobian")
+    assert_close(S2, J2, rtol=0, atol=1e-13 * scale, what=f"{case}: multiple shooting Jacobian")
+    if case != "acrobot linear":
+        return
+    # along a model parameter (a link mass) too: plain forward mode, the same values
+    bump = jax.tree_util.tree_map(jnp.zeros_like, problem.model)
+    bump = eqx.tree_at(lambda m: m.mass, bump, bump.mass.at[-1].set(1.0))
+
+    def along_mass(p):
+        move = lambda s: eqx.tree_at(lambda q: q.model, p, jax.tree_util.tree_map(  # noqa: E731
+            lambda a, b: a + s * b, p.model, bump))
+        return jax.jvp(lambda s: flat(move(s), single, u), (0.0,), (1.0,))[1]
+
+    assert_close(jax.jit(lambda: along_mass(stepwise))(), jax.jit(lambda: along_mass(plain))(), rtol=1e-12,
+                 what=f"{case}: d/d mass")
+    # reverse mode through the rule
+    loss = lambda p, v: jnp.sum(jnp.sin(flat(p, single, v)))  # noqa: E731
+    assert_close(jax.jit(jax.grad(lambda v: loss(stepwise, v)))(u), jax.jit(jax.grad(lambda v: loss(problem, v)))(u),
+                 rtol=1e-12, what=f"{case}: gradient (reverse mode)")
 
 
 def test_levenberg_marquardt_on_rosenbrock():

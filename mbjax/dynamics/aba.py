@@ -9,14 +9,13 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import numpy as np
-from jax.custom_derivatives import SymbolicZero
 
 from ..checks import check_accelerations, check_external_forces, check_state
 from ..compilation import jit
 from ..configuration import difference_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
+from ..tangents import instantiate, is_zero
 from .articulated import aba_kernel
 from .crba import cholesky_dynamics
 from .derivatives import state_derivatives
@@ -41,21 +40,6 @@ def aba_from(model: Model, q, qd, tau, f_ext=None):
     return _aba(model, q, qd, tau, f_ext)
 
 
-def _is_zero(tangent):
-    return all(isinstance(t, SymbolicZero) for t in jax.tree_util.tree_leaves(
-        tangent, is_leaf=lambda t: isinstance(t, SymbolicZero)))
-
-
-def _instantiate(tangent):
-    def zero(t):
-        if not isinstance(t, SymbolicZero):
-            return t
-        dtype = t.aval.dtype
-        return np.zeros(t.aval.shape, dtype) if dtype == jax.dtypes.float0 else jnp.zeros(t.aval.shape, dtype)
-
-    return jax.tree_util.tree_map(zero, tangent, is_leaf=lambda t: isinstance(t, SymbolicZero))
-
-
 def _aba_jvp(primals, tangents):
     """Derivative of forward dynamics through inverse dynamics (Carpentier & Mansard 2018).
 
@@ -71,17 +55,17 @@ def _aba_jvp(primals, tangents):
     dmodel, dq, dqd, dtau, df = tangents
     qdd = aba_from(model, q, qd, tau, f_ext)
     dID_dq, dID_dqd, M = state_derivatives(model, q, qd, qdd, f_ext)
-    rhs = jnp.zeros_like(qdd) if _is_zero(dtau) else dtau
-    if not _is_zero(dq):
+    rhs = jnp.zeros_like(qdd) if is_zero(dtau) else dtau
+    if not is_zero(dq):
         e = jax.jvp(lambda x: difference_from(model, q, x), (q,), (dq,))[1]
         rhs = rhs - dID_dq @ e
-    if not _is_zero(dqd):
+    if not is_zero(dqd):
         rhs = rhs - dID_dqd @ dqd
-    if not (_is_zero(dmodel) and _is_zero(df)):
+    if not (is_zero(dmodel) and is_zero(df)):
         def inverse_dynamics(m, f):
             return rnea_from(m, tree_kinematics(m, q), q, qd, qdd, f)
 
-        rhs = rhs - jax.jvp(inverse_dynamics, (model, f_ext), (_instantiate(dmodel), _instantiate(df)))[1]
+        rhs = rhs - jax.jvp(inverse_dynamics, (model, f_ext), (instantiate(dmodel), instantiate(df)))[1]
     return qdd, jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), rhs)
 
 

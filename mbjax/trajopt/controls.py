@@ -74,6 +74,14 @@ class KnotControls(eqx.Module):
         """Shape (K, nu) of the knot values."""
         return (self.ts.shape[0], len(self.dofs))
 
+    @property
+    def window(self) -> tuple:
+        """``(width, back)``: the torques on knot interval k depend on the ``width`` knots from
+        ``k - back`` (linear: k and k + 1; cubic, whose backward Hermite slopes reach one knot
+        back: k - 1 to k + 1); fewer when there are fewer knots."""
+        width, back = (2, 0) if self.kind == "linear" else (3, 1)
+        return min(width, self.ts.shape[0]), back
+
     def torques(self, u):
         """Joint torques (K, nv) at the knots: ``u`` on the actuated coordinates, zero elsewhere."""
         return jnp.zeros((u.shape[0], self.nv), u.dtype).at[:, np.asarray(self.dofs)].set(u)

@@ -84,7 +84,9 @@ def _init(problem, transcription, optimiser, method: AugmentedLagrangian, z):
 
 def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, inner_steps: int, state: _State):
     m = state.multipliers
-    if isinstance(optimiser, (optx.AbstractGaussNewton, LevenbergMarquardt, FDDP)):  # Jacobians in forward mode
+    if isinstance(optimiser, (optx.AbstractGaussNewton, LevenbergMarquardt)):  # whole Jacobians in forward mode
+        problem = problem.forward_mode(stepwise=True)
+    elif isinstance(optimiser, FDDP):  # each interval's Jacobian (as many tangents as the chain rule's)
         problem = problem.forward_mode()
 
     def merit_and_rollout(z, m):
