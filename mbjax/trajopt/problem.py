@@ -107,6 +107,13 @@ class TrajectoryProblem(eqx.Module):
         return new
 
     @property
+    def step_tangents(self) -> int:
+        """How many tangents each step of the ``stepwise`` forward mode pushes through the solver's
+        stages (:meth:`simulate`): its state's (nq + nv) and its window of knots'."""
+        width, _ = self.controls.window
+        return self.model.nq + self.model.nv + width * self.controls.shape[1]
+
+    @property
     def duration(self):
         return self.controls.ts[-1]
 
