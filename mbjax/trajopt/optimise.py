@@ -85,11 +85,12 @@ def _init(problem, transcription, optimiser, method: AugmentedLagrangian, z):
 def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, inner_steps: int, state: _State):
     m = state.multipliers
     if isinstance(optimiser, (optx.AbstractGaussNewton, LevenbergMarquardt)):  # whole Jacobians in forward mode,
-        # step by step where that pushes well fewer tangents through the solver's stages (panda's
-        # point to point: 28 for 105 variables, 1.9x faster; the reorientation: 41 for 63, 1.2x;
-        # the Stewart platform 31 for 33: not)
+        # step by step where that pushes at most half as many tangents through the solver's
+        # stages (panda's point to point: 28 for 105 variables, the rollout's Jacobian 1.5x
+        # faster; the reorientation: 41 for 63, the same time, as each of its Tsit5 steps then
+        # evaluates its first stage again)
         variables = sum(x.size for x in jax.tree_util.tree_leaves(state.z))
-        problem = problem.forward_mode(stepwise=problem.step_tangents < 0.75 * variables)
+        problem = problem.forward_mode(stepwise=2 * problem.step_tangents <= variables)
     elif isinstance(optimiser, FDDP):  # each interval's Jacobian (as many tangents as the chain rule's)
         problem = problem.forward_mode()
 

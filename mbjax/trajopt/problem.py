@@ -130,13 +130,14 @@ class TrajectoryProblem(eqx.Module):
         With ``stepwise`` (``forward_mode(stepwise=True)``), forward mode takes the chain rule
         over the steps: step i maps ``y_i = (q_i, qd_i)`` and the knots its interval's torques
         depend on, ``w_i`` (2 for linear interpolation, 3 for cubic), to ``y_{i+1}``; its Jacobian
-        ``[A_i, B_i]`` (``jax.jacfwd``, 2 nv + 2 or 3 nu tangents through the solver's stages) is
-        computed once per step, and every tangent goes through ``dy_{i+1} = A_i dy_i + B_i dw_i``.
-        ``jax.jacfwd`` with respect to all K knots then pushes ``2 nv + 3 nu`` tangents through
-        the stages instead of ``K nu + 2 nv`` (panda's four shooting segments: 28 instead of 105;
-        its rollout Jacobian 1.5x faster). Each step starts its solver afresh (a first-same-as-
-        last solver evaluates its first stage again), so the primal agrees with the plain
-        simulation to rounding.
+        ``[A_i, B_i]`` (``jax.jacfwd``: :attr:`step_tangents` = nq + nv + 2 or 3 nu tangents through
+        the solver's stages) is computed once per step, and every tangent goes through
+        ``dy_{i+1} = A_i dy_i + B_i dw_i``. A ``jax.jacfwd`` with respect to all the knots (and
+        shooting nodes) then pushes ``step_tangents`` tangents through the stages instead of one
+        per variable (panda's point to point by four shooting segments: 28 instead of 105, its
+        rollout Jacobian 1.5x faster). Each step starts its solver afresh (a first-same-as-last
+        solver evaluates its first stage again), so the primal agrees with the plain simulation
+        to rounding. Tangents along the model take plain forward mode.
 
         **Returns:** a :class:`Trajectory` with every step (``intervals * substeps + 1`` rows).
         """
