@@ -91,8 +91,9 @@ def test_stepwise_forward_mode_equals_forward_mode(case):
     of single shooting (one run over every interval: each step's window of knots) and of
     multiple shooting (segments starting at traced knots), with linear and cubic torques
     (whose slopes reach one knot back), on the acrobot and on a quaternion base. On the first,
-    a tangent along the model also falls back to plain forward mode, and reverse mode transposes
-    the rule (against the plain problem's reverse mode through diffrax's checkpointed stages)."""
+    the rule is also vmapped (restarts), a tangent along the model falls back to plain forward
+    mode, and reverse mode transposes the rule (against the plain problem's reverse mode through
+    diffrax's checkpointed stages)."""
     if case == "floating arm":
         model = floating_arm()
         problem = trajopt.TrajectoryProblem(model, mbjax.neutral(model), 0.3 * jnp.ones(model.nv), 0.6, 4, substeps=2,
@@ -139,6 +140,11 @@ def test_stepwise_forward_mode_equals_forward_mode(case):
 
     assert_close(jax.jit(lambda: along_mass(stepwise))(), jax.jit(lambda: along_mass(plain))(), rtol=1e-12,
                  what=f"{case}: d/d mass")
+    # vmapped (the optimiser's restarts)
+    us = jnp.stack([u, -0.5 * u])
+    batched = lambda p: jax.vmap(jax.jacfwd(lambda v: flat(p, single, v)))(us)  # noqa: E731
+    assert_close(jax.jit(lambda: batched(stepwise))(), jax.jit(lambda: batched(plain))(), rtol=0, atol=1e-13 * scale,
+                 what=f"{case}: vmapped Jacobians")
     # reverse mode through the rule
     loss = lambda p, v: jnp.sum(jnp.sin(flat(p, single, v)))  # noqa: E731
     assert_close(jax.jit(jax.grad(lambda v: loss(stepwise, v)))(u), jax.jit(jax.grad(lambda v: loss(problem, v)))(u),
