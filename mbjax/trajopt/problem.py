@@ -10,7 +10,6 @@ import equinox as eqx
 import jax
 import jax.numpy as jnp
 import numpy as np
-
 from jax.flatten_util import ravel_pytree
 
 from ..checks import check_state
