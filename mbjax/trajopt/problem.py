@@ -220,7 +220,7 @@ def _stepwise(static, intervals: int):
 
             x0, unravel = ravel_pytree((y, jax.lax.dynamic_slice(u, (start, 0), (width, u.shape[1]))))
             flat = lambda x: ravel_pytree(advance(*unravel(x)))[0]  # noqa: E731
-            AB, y1 = jax.jacfwd(lambda x: (lambda r: (r, r))(flat(x)), has_aux=True)(x0)
+            AB, y1 = jax.jacfwd(lambda x: (flat(x),) * 2, has_aux=True)(x0)  # the Jacobian and y_{i+1}
             dw = jax.lax.dynamic_slice(du, (start, 0), (width, u.shape[1]))
             _, unravel_y = ravel_pytree(y)
             y1, dy1 = unravel_y(y1), unravel_y(AB @ ravel_pytree((dy, dw))[0])
