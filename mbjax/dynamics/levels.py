@@ -317,11 +317,11 @@ def spd_inverse(D):
 
 
 # -------------------------------------------------------------------------- batching
-def routed(kernel, plain):
+def routed(kernel, plain, unpack=None):
     """``fn(model, *states)``: ``plain(model, *states)``, the same function written for one
     state, whose values come from ``kernel`` when vmapped (:func:`batch_rule`) and whose
     derivatives (forward and reverse mode, with respect to the model too) are plain's."""
-    fast = batch_rule(kernel, plain)
+    fast = batch_rule(kernel, plain, unpack)
 
     @jax.custom_jvp
     def fn(model, *xs):
@@ -334,11 +334,12 @@ def routed(kernel, plain):
     return fn
 
 
-def batch_rule(kernel, single=None):
+def batch_rule(kernel, single=None, unpack=None):
     """``fn(model, *states)`` that runs ``kernel`` on the batch-minor layout when vmapped.
 
     ``kernel(model, *states)`` takes every state (an array per state, e.g. q (nq,)) with the
-    C states in a last axis and returns one output with them last too. Unbatched calls run
+    C states in a last axis and returns one output with them last too, or, with ``unpack``,
+    a packed output that ``unpack(model, out)`` (states first) turns into single's. Unbatched calls run
     ``single(model, *states)``, by default the kernel with C = 1 (on XLA:CPU a few large
     matrix products can beat the level sweeps for one state). ``kernel=None``: a vmap of
     ``single`` over each chunk instead (states first). A vmap over the model, or over fewer
@@ -360,7 +361,8 @@ def batch_rule(kernel, single=None):
             return few(model, *xs), True
         if kernel is None:
             return run_chunked(jax.vmap(lambda *ys: single(model, *ys)), axis_size, xs, minor=False), True
-        return run_chunked(lambda *ys: kernel(model, *ys), axis_size, xs), True
+        out = run_chunked(lambda *ys: kernel(model, *ys), axis_size, xs)
+        return (out if unpack is None else unpack(model, out)), True
 
     @few.def_vmap
     def few_rule(axis_size, in_batched, model, *xs):
@@ -403,14 +405,17 @@ def run_chunked(kernel, B, xs, chunk=None, minor=True):
     C = min(B, chunk or CHUNK)
     n = -(-B // C)
     last = lambda x: x if x is None or not minor else jnp.moveaxis(x, 0, -1)  # noqa: E731
-    first = (lambda x: jnp.moveaxis(x, -1, 0)) if minor else (lambda x: x)  # noqa: E731
     if n == 1:
-        return first(kernel(*(last(x) for x in xs)))
+        out = kernel(*(last(x) for x in xs))
+        return jnp.moveaxis(out, -1, 0) if minor else out
     pad = n * C - B
     # padding states repeat the last one (valid input: no division by zero, no NaN)
     xs = [jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad,) + x.shape[1:])]) if pad and x is not None else x
           for x in xs]
-    # each chunk is transposed inside the loop, while it is in cache
     chunks = [None if x is None else x.reshape((n, C) + x.shape[1:]) for x in xs]
-    out = jax.lax.map(lambda ys: first(kernel(*(last(y) for y in ys))), chunks)  # (n, C, ...)
+    # the inputs of each chunk are transposed inside the loop, while they are in cache; the
+    # outputs after it, where XLA fuses their transposition with what takes them
+    out = jax.lax.map(lambda ys: kernel(*(last(y) for y in ys)), chunks)  # (n, ..., C) or (n, C, ...)
+    if minor:
+        out = jnp.moveaxis(out, -1, 1)
     return out.reshape((n * C,) + out.shape[2:])[:B]
