@@ -86,6 +86,11 @@ def sincos(x):
     """
     if x.dtype != jnp.float64:
         return jnp.sin(x), jnp.cos(x)
+    return _sincos64(x)
+
+
+@jax.jit  # traced once per shape: a dynamics function's traces call it many times
+def _sincos64(x):
     k = jnp.round(x * (2.0 / math.pi))
     r = ((x - k * _HALF_PI[0]) - k * _HALF_PI[1]) - k * _HALF_PI[2]
     r2 = r * r

@@ -347,6 +347,7 @@ def batch_rule(kernel, single=None, unpack=None):
     """
     if single is None:
         single = one_state(kernel)
+    single = jax.jit(single)
     fn = jax.custom_batching.custom_vmap(single)
     # a few states: ``single`` vmapped, unless a vmap around this one makes the batch larger
     # (e.g. steps within segments): then the rule runs again on all the states at once
