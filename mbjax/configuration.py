@@ -68,6 +68,7 @@ def integrate(model: Model, q, v):
     return integrate_from(model, q, v)
 
 
+@jax.jit  # traced once per shape: simulations and their derivatives call it at every stage
 def integrate_from(model: Model, q, v):
     """:func:`integrate` without input checks, for use inside other algorithms."""
     return map_joints(model.topology, lambda g: g.joint.integrate(rows(q, g.q), rows(v, g.v)), "q").astype(q.dtype)
@@ -80,6 +81,7 @@ def difference(model: Model, q0, q1):
     return difference_from(model, q0, q1)
 
 
+@jax.jit  # traced once per shape: simulations and their derivatives call it at every stage
 def difference_from(model: Model, q0, q1):
     """:func:`difference` without input checks, for use inside other algorithms."""
     return map_joints(model.topology, lambda g: g.joint.difference(rows(q0, g.q), rows(q1, g.q)), "v").astype(q0.dtype)
@@ -92,6 +94,7 @@ def normalize(model: Model, q):
     return map_joints(model.topology, lambda g: g.joint.normalize(rows(q, g.q)), "q").astype(q.dtype)
 
 
+@jax.jit  # traced once per shape: simulations and their derivatives call it at every stage
 def configuration_rate(model: Model, q, v):
     """``qdot = G(q) v`` (nq,): the time derivative of q when the velocity is v.
 
