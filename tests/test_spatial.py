@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
-import mpmath
 import numpy as np
 import pytest
 
 from mbjax.spatial import sincos
 
+mpmath = pytest.importorskip("mpmath", reason="mpmath (installed with SymPy, in the test extra) is the reference")
 mpmath.mp.dps = 40
 
 
