@@ -183,6 +183,22 @@ def test_state_derivatives(model, states, small_chunks, universal):
                 np.testing.assert_allclose(outs[2][k], ref[k], rtol=0, atol=1e-10 * scale)
 
 
+def test_deep_chain_of_ball_joints(small_chunks):
+    """The level sweeps down a 64-body chain (24 ball joints, then 40 pins) against the matrix
+    forms: the ABA feeds each level's articulated inertia into its parent's, so an error that
+    builds up level by level shows in deep chains and not in small trees (4e-12 relative here)."""
+    n = 64
+    joints = ("spherical",) * 24 + ("revolute",) * (n - 24)
+    model = build_model(TreeSpec(tuple(range(-1, n - 1)), joints, (False,) * n, (False,) * n, (), 3))
+    rng = np.random.default_rng(3)
+    q = random_configurations(model, jax.random.PRNGKey(4), 11)
+    qd, x = (jnp.asarray(rng.normal(size=(11, model.nv))) for _ in range(2))
+    qdd = jax.jit(jax.vmap(mbjax.aba, in_axes=(None, 0, 0, 0)))(model, q, qd, x)
+    ref = jax.jit(jax.vmap(lambda *a: _reference(model, *a, None)[2]))(q, qd, x)
+    # M of a 64-body chain has condition numbers ~1e6: 1e-9 relative leaves room for its rounding
+    np.testing.assert_allclose(qdd, ref, rtol=0, atol=1e-9 * np.abs(ref).max())
+
+
 def test_small_batches_fall_back_to_one_state(model, states, monkeypatch):
     """Below ``levels.MIN_BATCH`` states a vmap runs the one-state functions (matrix forms),
     vmapped: the same values as the level sweeps to rounding."""

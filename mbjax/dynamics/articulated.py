@@ -14,8 +14,8 @@ import jax.numpy as jnp
 
 from ..model.model import Model
 from .bodies import gravity_acceleration
-from .levels import (T, coordinates, dot, gather, inertia_matrix, joints, level_bodies, mm, mv, parent_rows,
-                     spd_inverse, sweep_down, sweep_up, to_parents)
+from .levels import (T, coordinates, dot, gather, inertia_matrix, joints, level_bodies, mv, parent_rows,
+                     spd_inverse, sweep_down, sweep_up, symmetric_outer, to_parents)
 
 
 def _project(IA, pA, S, tau, armature, pad):
@@ -32,13 +32,14 @@ def _project(IA, pA, S, tau, armature, pad):
 
 
 def _articulated(IA, pA, c, U, Dinv, u):
-    """What a body passes to its parent: I^a = I^A - U D^-1 U^T, p^a = p^A + I^a c + U D^-1 u."""
-    W = mm(Dinv, U)  # D^-1 U^T, (W, w, 6, C)
-    Ia = IA - mm(T(U), W)
-    # kept exactly symmetric: U = I^A S assumes it, and rounding asymmetry fed back into the
-    # parent's I^A grows level by level (10^-1 relative error on a 48-body ball-joint chain)
-    Ia = 0.5 * (Ia + T(Ia))
-    pa = pA + mv(Ia, c) + mv(T(W), u)
+    """What a body passes to its parent: I^a = I^A - U D^-1 U^T, p^a = p^A + I^a c + U D^-1 u.
+
+    I^a is exactly symmetric, as U = I^A S assumes (:func:`.levels.symmetric_outer`, and I^A is
+    the sum of its own and its children's), without the transposed copy that symmetrising a
+    plain product took (the largest kernel of talos_reduced's batched ABA)."""
+    Ia = IA - symmetric_outer(U, Dinv)
+    Du = mv(Dinv, u)  # (W, w, C)
+    pa = pA + mv(Ia, c) + sum(U[:, a] * Du[:, a, None] for a in range(U.shape[1]))
     return Ia, pa
 
 

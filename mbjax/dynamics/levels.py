@@ -71,6 +71,22 @@ def mm(A, B):
     return jnp.sum(A[..., :, :, None, :] * B[..., None, :, :, :], axis=-3)
 
 
+def symmetric_outer(X, G):
+    """X^T G X (..., n, n, C) of rows X (..., k, n, C) and a symmetric G (..., k, k, C), exactly
+    symmetric: sum over a <= b of G_ab (x_a x_b^T + x_b x_a^T) (x_a x_a^T once for a = b), so
+    that entry (i, j) and entry (j, i) add the same products in the same order. All elementwise
+    (no transposed reads, no reductions): XLA fuses it with its consumers."""
+    k = X.shape[-3]
+    out = 0.0
+    for a in range(k):
+        for b in range(a, k):
+            o = X[..., a, :, None, :] * X[..., b, None, :, :]
+            if b != a:
+                o = o + X[..., b, :, None, :] * X[..., a, None, :, :]
+            out = out + G[..., a, b, None, None, :] * o
+    return out
+
+
 def dot(a, b):
     """a . b over the structure axis: (..., n, C) -> (..., C)."""
     return jnp.sum(a * b, axis=-2)
@@ -106,13 +122,14 @@ def gather(x, index):
 
 
 def parent_rows(P, x):
-    """Rows of the level above for each slot: ``P @ x`` with P the one-hot (W, W) parent table."""
-    return jnp.tensordot(P, x, axes=1)
+    """Rows of the level above for each slot: ``P @ x`` with P the one-hot (W, W) parent table
+    (``None``: every slot's parent is in the same slot)."""
+    return x if P is None else jnp.tensordot(P, x, axes=1)
 
 
 def to_parents(P, x):
     """Sums of the children's rows into their parents' slots: ``P^T @ x``."""
-    return jnp.tensordot(P.T, x, axes=1)
+    return x if P is None else jnp.tensordot(P.T, x, axes=1)
 
 
 # ----------------------------------------------------------------------- body terms
@@ -164,7 +181,8 @@ def world_inertia(model: Model, body, R, p):
     Ib = 0.5 * (Ib + jnp.swapaxes(Ib, -1, -2))[..., None]  # only the symmetric part is physical
     c = mv(R, com) + p
     eye = jnp.eye(3, dtype=p.dtype)[:, :, None]
-    IO = mm(mm(R, Ib), T(R)) + m[..., None] * (dot(c, c)[:, None, None] * eye - c[:, :, None] * c[:, None, :])
+    # R I_c R^T exactly symmetric (the ABA's articulated inertias rely on it)
+    IO = symmetric_outer(T(R), Ib) + m[..., None] * (dot(c, c)[:, None, None] * eye - c[:, :, None] * c[:, None, :])
     return m, m * c, IO
 
 
@@ -219,7 +237,7 @@ def sweep_down(model: Model, step, carry, xs):
     gets one level's inputs and its parent table P. Returns the outputs of each segment."""
     outs = []
     for seg, x in zip(model.topology.sweep.segments, xs):
-        E, P = (jnp.asarray(t, _dtype(carry)) for t in (seg.entry, seg.parent))
+        E, P = _tables(seg, _dtype(carry))
         carry = jax.tree_util.tree_map(lambda c: parent_rows(E, c), carry)
         carry, out = jax.lax.scan(lambda c, a: step(c, *a[0], a[1]), carry, (tuple(x), P))
         outs.append(out)
@@ -238,10 +256,17 @@ def sweep_up(model: Model, step, zero, xs):
     for i in reversed(range(len(segments))):
         seg = segments[i]
         acc = zero(seg.body.shape[1]) if acc is None else acc
-        E, P = (jnp.asarray(t, _dtype(acc)) for t in (seg.entry, seg.parent))
+        E, P = _tables(seg, _dtype(acc))
         acc, outs[i] = jax.lax.scan(lambda c, a: step(c, *a[0], a[1]), acc, (tuple(xs[i]), P), reverse=True)
         acc = jax.tree_util.tree_map(lambda c: to_parents(E, c), acc)
     return acc, outs
+
+
+def _tables(seg, dtype):
+    """A segment's entry and parent tables; ``None`` for parent tables that are all the identity
+    (every body in its parent's slot: no product in the scan's body)."""
+    P = None if seg.chains else jnp.asarray(seg.parent, dtype)
+    return jnp.asarray(seg.entry, dtype), P
 
 
 def _dtype(tree):

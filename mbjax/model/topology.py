@@ -288,26 +288,14 @@ class Topology:
     @functools.cached_property
     def sweep(self):
         """The levels below the roots, padded so that a pass over them is a ``lax.scan``
-        (compiled once, whatever the depth): in at most two segments, each padded to its own
-        width. See :class:`Sweep`. ``None`` for a model without bodies."""
-        levels, nb, nv = self.levels, self.nbodies, self.nv
+        (compiled once, whatever the depth): in at most :data:`MAX_RUNS` segments, each padded
+        to its own width. See :class:`Sweep`. ``None`` for a model without bodies."""
+        levels = self.levels
         if not levels:
             return None
-        rest = levels[1:]
-        W = max(len(lv.bodies) for lv in levels)
-        w = max([lv.dofs.shape[1] for lv in rest], default=1)
-        L = len(rest)
-        body = np.full((L, W), nb, dtype=np.int32)
-        parent = np.zeros((L, W, W))
-        dofs = np.full((L, W, w), nv, dtype=np.int32)
-        for d, lv in enumerate(rest):
-            n, wd = lv.dofs.shape
-            body[d, :n] = lv.bodies
-            parent[d, np.arange(n), lv.parent_pos] = 1.0
-            dofs[d, :n, :wd] = lv.dofs
-        segments = _segments(levels, body, parent, dofs, nv)
+        segments = _segments(levels, self.parents, self.nbodies, self.nv)
         flat = np.concatenate([levels[0].dofs.reshape(-1)] + [sg.dofs.reshape(-1) for sg in segments])
-        return Sweep(levels[0], segments, _positions(flat, nv))
+        return Sweep(levels[0], segments, _positions(flat, nv=self.nv))
 
 
 def _positions(flat, nv):
@@ -319,35 +307,100 @@ def _positions(flat, nv):
     return order
 
 
-#: a split of the sweep must save at least this fraction of its padded slots
+#: each run of levels beyond the first must save this fraction of the sweep's cost (a run is one
+#: more compiled scan body per pass)
 SPLIT_GAIN = 0.2
+#: how much more a slot costs in a run whose parent tables are not all the identity (the
+#: products with them in every level: 30 % of solo12's batched ``aba`` before they were skipped)
+PRODUCT_COST = 0.3
+#: at most this many runs (compile time grows with each)
+MAX_RUNS = 3
 
 
-def _segments(levels, body, parent, dofs, nv):
-    """The sweep's levels in at most two runs, each padded only to its own widest level.
+def _layout(levels, parents, a, b):
+    """Slots of levels ``a .. b - 1`` (below the root level) run in one scan: the first level's
+    bodies in order, then each body in its parent's slot if no sibling took it first, else in
+    the first free slot, so that chains keep their slots and only branchings move bodies.
 
-    Every padded slot costs as much as a body in every pass, and a tree's levels differ in
-    width (talos_reduced: 3, 3, 5, 5, 4, 4, 2, 2, 2, 2 below the root, 50 slots padded to 5 for
-    32 bodies; [3 .. 4] and [2 .. 2] are 38). The split that saves the most slots is kept if it
-    saves at least :data:`SPLIT_GAIN` of them; a second run costs one more compiled scan body.
+    Returns the slot of each body per level (dicts) and, per level, whether every level after
+    the first up to it has each body in its parent's slot (the parent tables the identity)."""
+    places, chains = [], []
+    for d in range(a, b):
+        bodies = levels[d + 1].bodies
+        extra = []
+        if d == a:
+            place = {body: k for k, body in enumerate(bodies)}
+        else:
+            above, place = places[-1], {}
+            for body in bodies:
+                k = above[parents[body]]
+                if k in place.values():
+                    extra.append(body)
+                else:
+                    place[body] = k
+            free = [k for k in range(len(above) + len(bodies)) if k not in place.values()]
+            place.update(zip(extra, free))
+        chains.append((not chains or chains[-1]) and not (d > a and extra))
+        places.append(place)
+    return places, chains
+
+
+def _segments(levels, parents, nb, nv):
+    """The sweep's levels in at most :data:`MAX_RUNS` runs, each padded only to its own widest
+    level, with slots laid out by :func:`_layout`.
+
+    Every padded slot costs as much as a body in every pass, a tree's levels differ in width,
+    and a run whose bodies all stay in their parents' slots needs no parent products
+    (talos_reduced's widths below the root are 3, 3, 5, 5, 4, 4, 2, 2, 2, 2: one run is 50 slots
+    with products; the legs and torso [3, 3], the arms, legs and head [5 .. 4] and the forearms
+    [2 .. 2] are 34 slots without). The partition of least cost (slots, times 1 +
+    :data:`PRODUCT_COST` in runs with products) is kept, each run beyond the first counted as
+    1 / (1 - :data:`SPLIT_GAIN`) times the cost.
     """
     widths = [len(lv.bodies) for lv in levels[1:]]
     L = len(widths)
     if not L:
         return ()
-    cost = lambda a, b: (b - a) * max(widths[a:b])  # noqa: E731
-    best = min(range(1, L), key=lambda k: cost(0, k) + cost(k, L), default=None)
-    bounds = [0, L]
-    if best is not None and cost(0, best) + cost(best, L) <= (1 - SPLIT_GAIN) * cost(0, L):
-        bounds = [0, best, L]
-    out, prev = [], len(levels[0].bodies)
+    runs = {}
+    for a in range(L):  # a run's layout is the start of the layout of every longer run
+        places, chains = _layout(levels, parents, a, L)
+        W = np.maximum.accumulate([max(p.values()) + 1 for p in places])
+        for b in range(a + 1, L + 1):
+            cost = (b - a) * W[b - a - 1] * (1.0 if chains[b - a - 1] else 1.0 + PRODUCT_COST)
+            runs[a, b] = (cost, places[:b - a], int(W[b - a - 1]))
+
+    def best(a, n):  # the cheapest split of levels a .. L - 1 into at most n runs: (cost, bounds)
+        options = [(runs[a, L][0], [a, L])]
+        if n > 1:
+            for k in range(a + 1, L):
+                cost, bounds = best(k, n - 1)
+                options.append((runs[a, k][0] + cost, [a] + bounds))
+        return min(options, key=lambda o: o[0] / (1.0 - SPLIT_GAIN) ** (len(o[1]) - 2))
+
+    bounds = best(0, MAX_RUNS)[1]
+    out, above = [], {body: k for k, body in enumerate(levels[0].bodies)}
     for a, b in zip(bounds[:-1], bounds[1:]):
-        W = max(widths[a:b])
-        P = parent[a:b, :W, :W].copy()
-        entry = parent[a, :W, :prev]
-        P[0] = np.eye(W)
-        out.append(Segment(body[a:b, :W], P, entry, dofs[a:b, :W], dofs[a:b, :W] == nv))
-        prev = W
+        _, places, W = runs[a, b]
+        w = max(levels[d + 1].dofs.shape[1] for d in range(a, b))
+        body = np.full((b - a, W), nb, dtype=np.int32)
+        parent = np.zeros((b - a, W, W))
+        dofs = np.full((b - a, W, w), nv, dtype=np.int32)
+        entry = np.zeros((W, max(above.values()) + 1))
+        for i, (d, place) in enumerate(zip(range(a, b), places)):
+            lv = levels[d + 1]
+            for k, bd in enumerate(lv.bodies):
+                body[i, place[bd]] = bd
+                dofs[i, place[bd], :lv.dofs.shape[1]] = lv.dofs[k]
+                if i == 0:
+                    entry[place[bd], above[parents[bd]]] = 1.0
+                else:
+                    parent[i, place[bd], places[i - 1][parents[bd]]] = 1.0
+            # padding slots take their own slot above (zero inertia and motion: they add nothing)
+            padding = np.flatnonzero(body[i] == nb)
+            parent[i, padding, padding] = 1.0
+        parent[0] = np.eye(W)
+        out.append(Segment(body, parent, entry, dofs, dofs == nv))
+        above = places[-1]
     return tuple(out)
 
 
@@ -402,6 +455,12 @@ class Segment:
     entry: np.ndarray  # (W, W')
     dofs: np.ndarray  # (n, W, w)
     pad: np.ndarray  # (n, W, w)
+
+    @functools.cached_property
+    def chains(self) -> bool:
+        """Whether every level's parent table is the identity (each slot's parent in the same
+        slot: the sweeps then skip the products with it)."""
+        return bool(np.array_equal(self.parent, np.broadcast_to(np.eye(self.parent.shape[1]), self.parent.shape)))
 
 
 def _inverse_permutation(perm):
