@@ -18,11 +18,14 @@ ROBOTS = ["ur5", "panda", "solo12", "talos_reduced"]
 TOL = 1e-10
 
 
-@pytest.fixture(autouse=True)
-def level_sweeps(monkeypatch):
+@pytest.fixture(scope="module", autouse=True)
+def level_sweeps():
     """The evaluation is vmapped over a few states: through the level sweeps, as large batches
-    run (smaller than ``levels.MIN_BATCH`` would fall back to the one-state functions)."""
-    monkeypatch.setattr(levels, "MIN_BATCH", 1)
+    run (smaller than ``levels.MIN_BATCH`` would fall back to the one-state functions). Module
+    scope, so that it is in place before the module-scoped ``results`` are computed."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(levels, "MIN_BATCH", 1)
+        yield
 
 
 def rel(x, y):

@@ -94,17 +94,20 @@ def test_bad_trees():
         mbjax.incidence_matrix([-1, 2, 0])
 
 
+@pytest.mark.parametrize("order", [None, "pinocchio"])
 @pytest.mark.parametrize("name", ["panda", "talos_reduced"])
-def test_sweep_segments_visit_every_body_once_below_its_parent(name):
+def test_sweep_segments_visit_every_body_once_below_its_parent(name, order):
     """The segments of the level sweep hold every non-root body once, each level's parents in
     the level before it (through the entry table at a segment's first level), padding slots
     under their own slot; their padded slots are fewer than those of one sweep padded to the
     widest level, and every body of these robots keeps its parent's slot within a segment (no
     parent products in the scans)."""
-    topo = mbjax.load_example_robot(name).topology
+    topo = mbjax.load_example_robot(name, **({"joint_order": order} if order else {})).topology
     sw = topo.sweep
     seen = []
     for s, seg in enumerate(sw.segments):
+        above_width = len(sw.root.bodies) if s == 0 else sw.segments[s - 1].body.shape[1]
+        assert seg.entry.shape == (seg.body.shape[1], above_width)
         for d in range(len(seg.body)):
             P = seg.entry if d == 0 else seg.parent[d]
             for k, b in enumerate(seg.body[d]):

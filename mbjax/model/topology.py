@@ -379,13 +379,14 @@ def _segments(levels, parents, nb, nv):
 
     bounds = best(0, MAX_RUNS)[1]
     out, above = [], {body: k for k, body in enumerate(levels[0].bodies)}
+    width = len(above)  # of the level above the run: the roots, or the previous run's
     for a, b in zip(bounds[:-1], bounds[1:]):
         _, places, W = runs[a, b]
         w = max(levels[d + 1].dofs.shape[1] for d in range(a, b))
         body = np.full((b - a, W), nb, dtype=np.int32)
         parent = np.zeros((b - a, W, W))
         dofs = np.full((b - a, W, w), nv, dtype=np.int32)
-        entry = np.zeros((W, max(above.values()) + 1))
+        entry = np.zeros((W, width))
         for i, (d, place) in enumerate(zip(range(a, b), places)):
             lv = levels[d + 1]
             for k, bd in enumerate(lv.bodies):
@@ -400,7 +401,7 @@ def _segments(levels, parents, nb, nv):
             parent[i, padding, padding] = 1.0
         parent[0] = np.eye(W)
         out.append(Segment(body, parent, entry, dofs, dofs == nv))
-        above = places[-1]
+        above, width = places[-1], W
     return tuple(out)
 
 
