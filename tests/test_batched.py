@@ -23,7 +23,8 @@ from mbjax.dynamics import levels
 from mbjax.dynamics.crba import mass_matrix_from
 from mbjax.dynamics.rnea import rnea_from
 from mbjax.kinematics import tree_kinematics
-from random_models import TreeSpec, build_model, random_configurations
+from hypothesis import given
+from random_models import TreeSpec, build_model, hypothesis_settings, random_configurations, tree_specs
 
 # every joint type, a free root, branches of unequal depth (padded levels), armature on some joints
 SPEC = TreeSpec(
@@ -197,6 +198,29 @@ def test_deep_chain_of_ball_joints(small_chunks):
     ref = jax.jit(jax.vmap(lambda *a: _reference(model, *a, None)[2]))(q, qd, x)
     # M of a 64-body chain has condition numbers ~1e6: 1e-9 relative leaves room for its rounding
     np.testing.assert_allclose(qdd, ref, rtol=0, atol=1e-9 * np.abs(ref).max())
+
+
+@hypothesis_settings(2)
+@given(tree_specs(min_bodies=8, max_bodies=30, all_joint_types=True))
+def test_random_trees_through_the_sweeps(small_chunks, spec):
+    """aba, rnea and crba vmapped over states (the level sweeps: runs of levels with their own
+    widths, bodies in their parents' slots where they can be) against the matrix forms, on
+    random trees (several roots, branches at any depth, every joint type)."""
+    model = build_model(spec)
+    rng = np.random.default_rng(spec.seed % 2**31)
+    n = 11
+    q = random_configurations(model, jax.random.PRNGKey(spec.seed % 2**31), n)
+    qd, x = (jnp.asarray(rng.normal(size=(n, model.nv))) for _ in range(2))
+    f_ext = jnp.asarray(rng.normal(size=(n, model.nbodies, 6)))
+
+    def run(q, qd, x, f):
+        return (mbjax.aba(model, q, qd, x, f), mbjax.rnea(model, q, qd, x, f), mbjax.crba(model, q)), \
+            tuple(_reference(model, q, qd, x, f)[i] for i in (2, 0, 1))
+
+    (qdd, tau, M), (qdd_ref, tau_ref, M_ref) = jax.jit(jax.vmap(run))(q, qd, x, f_ext)
+    # qdd: the ABA against a Cholesky solve, which differ by up to cond(M) eps (cond(M) ~1e4 here)
+    for out, ref, tol in ((tau, tau_ref, 1e-12), (M, M_ref, 1e-12), (qdd, qdd_ref, 1e-10)):
+        np.testing.assert_allclose(out, ref, rtol=0, atol=tol * np.abs(ref).max())
 
 
 def test_small_batches_fall_back_to_one_state(model, states, monkeypatch):
