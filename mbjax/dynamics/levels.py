@@ -27,8 +27,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..kinematics import joint_bias, joint_motion
+from ..kinematics import joint_bias
 from ..model.model import Model
+from ..model.tree import as_index, map_joints, rows, take
 
 #: states per chunk of a batched call: large enough to amortise XLA:CPU's per-kernel
 #: launch cost, small enough that a chunk's temporaries stay in cache
@@ -163,11 +164,20 @@ def _pad(x, axis=0):
 
 def joints(model: Model, q, qd=None, f_ext=None) -> Joints:
     """Joint transforms and subspaces of all bodies, from q (nq, C) (and qd (nv, C), f_ext
-    (nb, 6, C)). The joint types work on rows (structure last), hence the vmap over C."""
+    (nb, 6, C)): the poses by each joint type's ``placed`` (batch-minor), the subspaces and
+    velocity-product terms by its row-wise methods mapped over the states."""
+    topo = model.topology
     over_states = lambda f: jax.vmap(f, in_axes=-1, out_axes=-1)  # noqa: E731
-    R, p, S = over_states(lambda x: joint_motion(model, x))(q)
+
+    def motion(g):
+        at = as_index(g.body)
+        axis, qg = take(model.joint_axis, at), rows(q, g.q)
+        R, p = g.joint.placed(take(model.joint_rotation, at), take(model.joint_translation, at), axis, qg)
+        return R, p, over_states(lambda x: g.joint.motion_subspace(axis, x))(qg)
+
+    R, p, S = map_joints(topo, motion, ("body", "body", "v"))
     cJ = None
-    if qd is not None and model.topology.has_bias:
+    if qd is not None and topo.has_bias:
         cJ = _pad(over_states(lambda x, y: joint_bias(model, x, y))(q, qd))
     return Joints(_pad(R), _pad(p), _pad(S), cJ, None if f_ext is None else _pad(f_ext))
 

@@ -82,6 +82,15 @@ class AbstractJoint:
         """S as (n, nv, 6) rows, child frame."""
         raise NotImplementedError
 
+    def placed(self, R0, p0, axis, q):
+        """The body poses in their parents, (R0, p0) X_J(q), for C states in a last axis:
+        (n, 3, 3, C) and (n, 3, C) from the placements R0 (n, 3, 3), p0 (n, 3) and q (n, nq, C)
+        (mbjax.dynamics.levels). By default :meth:`transform` mapped over the states."""
+        def one(x):
+            return spatial.compose(R0, p0, *self.transform(axis, x))
+
+        return jax.vmap(one, in_axes=-1, out_axes=-1)(q)
+
     def bias(self, axis, q, qd):
         """c_J = (dS/dt) qd, (n, 6), child frame."""
         return _zeros6(q.shape[0], q.dtype)
@@ -124,6 +133,20 @@ class Revolute(AbstractJoint):
         a = axis[:, 0]
         return jnp.concatenate([jnp.zeros_like(a), a], -1)[:, None, :]
 
+    def placed(self, R0, p0, axis, q):
+        """R0 X_J = R0 + sin q (R0 K) + (1 - cos q) (R0 K^2), K = [a]x: the products are of the
+        model alone, and the states' part is one elementwise kernel."""
+        return _turned(R0, p0, axis[:, 0], *spatial.sincos(q[:, 0]))
+
+
+def _turned(R0, p0, a, s, c):
+    """Placements (R0, p0) turned by angles with sines s and cosines c (n, C) about axes a (n, 3)."""
+    K = spatial.skew(a)
+    A, B = spatial.matmul(R0, K), spatial.matmul(R0, spatial.matmul(K, K))
+    s, c = spatial.computed_once(jnp.stack([s, c]))[:, :, None, None]  # each evaluated once, not nine times
+    R = R0[..., None] + A[..., None] * s + B[..., None] * (1.0 - c)
+    return R, jnp.broadcast_to(p0[..., None], p0.shape + s.shape[-1:])
+
 
 class Continuous(Revolute):
     """Unbounded revolute joint stored as (cos q, sin q), Pinocchio's RevoluteUnbounded."""
@@ -138,6 +161,10 @@ class Continuous(Revolute):
         K = spatial.skew(a)
         R = jnp.eye(3, dtype=q.dtype) + s * K + (1.0 - c) * spatial.matmul(K, K)
         return R, jnp.zeros_like(a)
+
+    def placed(self, R0, p0, axis, q):
+        c, s = q[:, 0] / jnp.linalg.norm(q, axis=1), q[:, 1] / jnp.linalg.norm(q, axis=1)
+        return _turned(R0, p0, axis[:, 0], s, c)
 
     def neutral(self):
         return np.array([1.0, 0.0])
@@ -166,6 +193,10 @@ class Prismatic(AbstractJoint):
     def motion_subspace(self, axis, q):
         a = axis[:, 0]
         return jnp.concatenate([a, jnp.zeros_like(a)], -1)[:, None, :]
+
+    def placed(self, R0, p0, axis, q):
+        R = jnp.broadcast_to(R0[..., None], R0.shape + q.shape[-1:])
+        return R, p0[..., None] + spatial.matvec(R0, axis[:, 0])[..., None] * q[:, 0, None, :]
 
     def random(self, key, lower, upper):
         return _bounded_uniform(key, lower, upper, 1.0)
