@@ -34,9 +34,10 @@ def _project(IA, pA, S, tau, armature, pad):
 def _articulated(IA, pA, c, U, Dinv, u):
     """What a body passes to its parent: I^a = I^A - U D^-1 U^T, p^a = p^A + I^a c + U D^-1 u.
 
-    I^a is exactly symmetric, as U = I^A S assumes (:func:`.levels.symmetric_outer`, and I^A is
-    the sum of its own and its children's), without the transposed copy that symmetrising a
-    plain product took (the largest kernel of talos_reduced's batched ABA)."""
+    U D^-1 U^T is formed exactly symmetric (:func:`.levels.symmetric_outer`), as U = I^A S
+    assumes, without the transposed copy that symmetrising a plain product took (the largest
+    kernel of talos_reduced's batched ABA). What asymmetry I^A has is the rounding of the body
+    inertias, added level by level, not amplified (``tests/test_batched.py``: a 64-body chain)."""
     Ia = IA - symmetric_outer(U, Dinv)
     Du = mv(Dinv, u)  # (W, w, C)
     pa = pA + mv(Ia, c) + sum(U[:, a] * Du[:, a, None] for a in range(U.shape[1]))

@@ -432,8 +432,8 @@ class Sweep:
 
     Padding bodies have index nb, padding coordinates index nv. A level's ``parent`` is the
     one-hot (W x W) matrix with ``parent[k, j] = 1`` when slot j of the level above is the
-    parent of slot k: a product with it gathers parents' rows, with its transpose it sums
-    children's rows into their parents.
+    parent of slot k (a padding slot k: its own slot above): a product with it gathers parents'
+    rows, with its transpose it sums children's rows into their parents.
     """
 
     root: Level
