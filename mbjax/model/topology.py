@@ -267,22 +267,18 @@ class Topology:
     # ----------------------------------------------------------------------- levels
     @functools.cached_property
     def levels(self):
-        """Per depth level: a ``Level`` with the bodies, their parents' positions in the
-        previous level, and the padded table of their velocity coordinates."""
+        """Per depth level: a ``Level`` with the bodies and the padded table of their velocity
+        coordinates (:meth:`sweep` lays the levels out in slots)."""
         nb, depth = self.nbodies, self.depth
         out = []
-        pos = {}
         for d in range(max(depth) + 1 if nb else 0):
             bodies = [i for i in range(nb) if depth[i] == d]
-            for k, b in enumerate(bodies):
-                pos[b] = k
-            parent_pos = [pos[self.parents[b]] for b in bodies] if d > 0 else []
             width = max(self.joints[b].nv for b in bodies)
             dofs = np.full((len(bodies), width), self.nv, dtype=np.int32)  # nv = padding
             for k, b in enumerate(bodies):
                 nvb = self.joints[b].nv
                 dofs[k, :nvb] = np.arange(self.v_start[b], self.v_start[b] + nvb)
-            out.append(Level(tuple(bodies), tuple(parent_pos), dofs, dofs == self.nv))
+            out.append(Level(tuple(bodies), dofs, dofs == self.nv))
         return tuple(out)
 
     @functools.cached_property
@@ -416,11 +412,10 @@ class JointGroup(NamedTuple):
 
 @dataclass(frozen=True, eq=False)
 class Level:
-    """The bodies of one depth, their parents' positions in the level above, and the table
-    of their velocity coordinates, padded to the widest joint of the level."""
+    """The bodies of one depth and the table of their velocity coordinates, padded to the
+    widest joint of the level."""
 
     bodies: tuple
-    parent_pos: tuple
     dofs: np.ndarray  # (n, width) velocity indices, padded with nv
     pad: np.ndarray  # (n, width) True on padding entries
 
