@@ -59,14 +59,15 @@ def articulated_inertias(model: Model, b0, rest, tau):
     tau, arm = jnp.pad(tau, ((0, 1), (0, 0))), jnp.pad(model.armature, (0, 1))[:, None]
     root = sw.root
 
-    def backward(acc, IA, pA, c, S, dofs, pad, P):  # the carry: what the children pass to each slot
-        IA, pA = IA + acc[0], pA + acc[1]
+    def backward(acc, inertia, pA, c, S, dofs, pad, P):  # the carry: what the children pass to each slot
+        # the body's 6 x 6 inertia built here, where XLA fuses it into the sum (not stored per level)
+        IA, pA = inertia_matrix(*inertia) + acc[0], pA + acc[1]
         U, Dinv, u = _project(IA, pA, S, gather(tau, dofs), gather(arm, dofs), pad[..., None])
         Ia, pa = _articulated(IA, pA, c, U, Dinv, u)
         return (to_parents(P, Ia), to_parents(P, pa)), (U, Dinv, u)
 
     zero = lambda W: (jnp.zeros((W, 6, 6, C), dtype), jnp.zeros((W, 6, C), dtype))  # noqa: E731
-    xs = [(inertia_matrix(*b.inertia), b.p_bias, b.c, b.S, seg.dofs, jnp.asarray(seg.pad, dtype))
+    xs = [(b.inertia, b.p_bias, b.c, b.S, seg.dofs, jnp.asarray(seg.pad, dtype))
           for b, seg in zip(rest, sw.segments)]
     acc, saved = sweep_up(model, backward, zero, xs)
     IA0 = inertia_matrix(*b0.inertia) + (acc[0] if rest else 0.0)
