@@ -163,7 +163,7 @@ class Continuous(Revolute):
         return R, jnp.zeros_like(a)
 
     def placed(self, R0, p0, axis, q):
-        c, s = q[:, 0] / jnp.linalg.norm(q, axis=1), q[:, 1] / jnp.linalg.norm(q, axis=1)
+        c, s = jnp.moveaxis(q / jnp.linalg.norm(q, axis=1, keepdims=True), 1, 0)  # (cos, sin) normalised
         return _turned(R0, p0, axis[:, 0], s, c)
 
     def neutral(self):

@@ -334,9 +334,9 @@ def _layout(levels, parents, a, b):
                     extra.append(body)
                 else:
                     place[body] = k
-            free = [k for k in range(len(above) + len(bodies)) if k not in place.values()]
-            place.update(zip(extra, free))
-        chains.append((not chains or chains[-1]) and not (d > a and extra))
+            taken = set(place.values())
+            place.update(zip(extra, (k for k in range(len(above) + len(bodies)) if k not in taken)))
+        chains.append((not chains or chains[-1]) and not extra)
         places.append(place)
     return places, chains
 
@@ -353,8 +353,7 @@ def _segments(levels, parents, nb, nv):
     :data:`PRODUCT_COST` in runs with products) is kept, each run beyond the first counted as
     1 / (1 - :data:`SPLIT_GAIN`) times the cost.
     """
-    widths = [len(lv.bodies) for lv in levels[1:]]
-    L = len(widths)
+    L = len(levels) - 1
     if not L:
         return ()
     runs = {}
