@@ -17,6 +17,7 @@ from ..model.model import Model
 from ..configuration import normalize
 from ..simulation.trajectory import Trajectory
 from ..methods import as_dynamics
+from ..simulation.runge_kutta import explicit_step
 from ..simulation.vector_field import vector_field
 from ..tangents import instantiate, is_zero
 from .controls import KnotControls
@@ -87,8 +88,9 @@ class TrajectoryProblem(eqx.Module):
 
     def forward_mode(self, stepwise: bool = False) -> "TrajectoryProblem":
         """This problem with its simulation differentiable in forward mode (``jax.jvp``,
-        ``jax.jacfwd``): a Runge–Kutta solver's stages run in a plain loop, as diffrax's
-        ``ForwardMode`` arranges it (the default checkpointed loop is reverse-mode only).
+        ``jax.jacfwd``): an implicit Runge–Kutta solver's stages run in a plain loop, as
+        diffrax's ``ForwardMode`` arranges it (the default checkpointed loop is reverse-mode
+        only; explicit ones step by their tableau, :meth:`_step`, in either mode).
 
         ``stepwise``: for whole Jacobians (``jax.jacfwd`` with respect to many knots), the
         tangents go through the steps' Jacobians instead of through every stage of every step
@@ -134,9 +136,10 @@ class TrajectoryProblem(eqx.Module):
         ``dy_{i+1} = A_i dy_i + B_i dw_i``. A ``jax.jacfwd`` with respect to all the knots (and
         shooting nodes) then pushes ``step_tangents`` tangents through the stages instead of one
         per variable (panda's point to point by four shooting segments: 28 instead of 105, its
-        rollout Jacobian 1.5x faster). Each step starts its solver afresh (a first-same-as-last
-        solver evaluates its first stage again), so the primal agrees with the plain simulation
-        to rounding. Tangents along the model take plain forward mode.
+        rollout Jacobian 1.5x faster). Tangents along the model take plain forward mode.
+
+        Every step starts afresh from its state (:meth:`_step`), so a step is the same function
+        of its state and knots in both modes.
 
         **Returns:** a :class:`Trajectory` with every step (``intervals * substeps + 1`` rows).
         """
@@ -160,18 +163,20 @@ class TrajectoryProblem(eqx.Module):
         q = jax.vmap(normalize, (None, 0))(self.model, jnp.concatenate([q0[None], q]))
         return Trajectory(ts=ts, q=q, qd=jnp.concatenate([qd0[None], qd]))
 
-    def _simulate(self, u, q0, qd0, first, intervals: int) -> Trajectory:
-        n, dt, ts = self._grid(first, intervals)
+    def _step(self, t, dt, y, args):
+        """The state one step of the ``solver`` after ``(t, y)``: an explicit Runge–Kutta method by
+        its tableau (:func:`mbjax.simulation.runge_kutta.explicit_step`: faster under forward
+        mode), others by their ``step``, each started afresh."""
+        if isinstance(self.solver, diffrax.AbstractERK):
+            return explicit_step(self.solver.tableau, vector_field, t, dt, y, args)
         term = diffrax.ODETerm(vector_field)
+        state = self.solver.init(term, t, t + dt, y, args)
+        return self.solver.step(term, t, t + dt, y, args, state, made_jump=False)[0]
+
+    def _simulate(self, u, q0, qd0, first, intervals: int) -> Trajectory:
+        _, dt, ts = self._grid(first, intervals)
         args = self._args(u)
-        y0 = (q0, qd0)
-
-        def step(carry, t):
-            y, state = carry
-            y, _, _, state, _ = self.solver.step(term, t, t + dt, y, args, state, made_jump=False)
-            return (y, state), y
-
-        _, (q, qd) = jax.lax.scan(step, (y0, self.solver.init(term, ts[0], ts[0] + dt, y0, args)), ts[:-1])
+        _, (q, qd) = jax.lax.scan(lambda y, t: (self._step(t, dt, y, args),) * 2, (q0, qd0), ts[:-1])
         return self._trajectory(ts, q0, qd0, q, qd)
 
     def residuals(self, rollout: Rollout):
@@ -205,7 +210,6 @@ def _stepwise(static, intervals: int):
                            instantiate(tangents[:4]))
         du, dq0, dqd0 = instantiate(tangents[1:4])
         n, dt, ts = problem._grid(first, intervals)
-        term = diffrax.ODETerm(vector_field)
         width, back = problem.controls.window
 
         def step(carry, x):
@@ -214,9 +218,7 @@ def _stepwise(static, intervals: int):
             start = jnp.clip(first + i // problem.substeps - back, 0, u.shape[0] - width)
 
             def advance(y, w):  # y_{i+1} from y_i and the knots w of this step's interval
-                args = problem._args(jax.lax.dynamic_update_slice(u, w, (start, 0)))
-                state = problem.solver.init(term, t, t + dt, y, args)
-                return problem.solver.step(term, t, t + dt, y, args, state, made_jump=False)[0]
+                return problem._step(t, dt, y, problem._args(jax.lax.dynamic_update_slice(u, w, (start, 0))))
 
             x0, unravel = ravel_pytree((y, jax.lax.dynamic_slice(u, (start, 0), (width, u.shape[1]))))
             flat = lambda x: ravel_pytree(advance(*unravel(x)))[0]  # noqa: E731
