@@ -11,7 +11,7 @@ multiply-and-sum along the buffer's stage axis. diffrax's step does the same wit
 its stage buffer; under ``jax.jacfwd`` of a batch of rollouts (the trajectory optimiser's
 Jacobians) the batch and tangent axes lead that buffer, and XLA transposed the whole buffer
 before each stage's dot, twice per stage: panda's rollout Jacobian (four shooting segments,
-Dopri8) took 33-40 ms with diffrax's step and 15-24 ms with this one, interleaved in one process.
+Dopri8) took 24-40 ms with diffrax's step and 15-24 ms with this one, interleaved in one process.
 A first-same-as-last method's last stage, whose weight b_s is zero, is not evaluated: a step
 from a given state costs what diffrax's costs with the stage carried over.
 """
