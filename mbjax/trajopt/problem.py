@@ -97,7 +97,8 @@ class TrajectoryProblem(eqx.Module):
         (:meth:`simulate`); a single ``jax.jvp`` is cheaper without.
         """
         problem = self
-        if isinstance(self.solver, diffrax.AbstractRungeKutta) and self.solver.scan_kind is None:
+        if (isinstance(self.solver, diffrax.AbstractRungeKutta) and not isinstance(self.solver, diffrax.AbstractERK)
+                and self.solver.scan_kind is None):
             solver = eqx.tree_at(lambda s: s.scan_kind, self.solver, "lax", is_leaf=lambda x: x is None)
             problem = eqx.tree_at(lambda p: p.solver, self, solver)
         if stepwise == problem.stepwise:
