@@ -27,6 +27,14 @@ a user compiles with :func:`jit`:
   for these programs, compiled 20-40 % faster (talos_reduced's batched ``aba``, tracing
   included: 5.8 -> 4.3 s), and ``simulate_batch`` of 1024 states 10 % faster (session 23).
 
+**Models packed into one buffer.** A compiled program takes each array of its arguments as an
+input buffer, and XLA:CPU's call path costs about half a microsecond per buffer: a model passed
+as an argument (17 arrays for ur5 as for talos_reduced) made ``mbjax.aba(model, q, qd, tau)``
+cost 1.4-1.5x its program with the model closed over. Called from Python, :func:`jit` passes a
+:class:`~mbjax.Model` whose leaves are all ``jax.Array`` (immutable) as one buffer per dtype,
+made on its first call and kept while the model lives (by identity, :func:`_packed`), and the
+program slices the arrays back out of it (free: the slices fuse into their consumers).
+
 JAX accepts compiler options only on a ``jax.jit`` that no other ``jax.jit`` (or ``grad``)
 traces, so :func:`jit` makes two programs of a function: with the options when it is called
 from Python or from ``jax.vmap`` at the top level (the batched program keeps them), and a
@@ -39,8 +47,10 @@ mbjax's entry points (``mbjax.aba(model, q, qd, tau)`` called from Python, ``sim
 from __future__ import annotations
 
 import functools
+import weakref
 
 import equinox as eqx
+import numpy as np
 import jax
 import jax.numpy as jnp
 from jax._src import core
@@ -84,12 +94,99 @@ def _unstaged() -> bool:
     return type(trace).__name__ == "EvalTrace"
 
 
-def _dispatch(fun, make_fast, plain):
+class _Layout:
+    """Where a model's array leaves lie in its packed buffers: ``treedef`` and, per leaf, its
+    buffer (one per dtype), offset and shape. Interned (:func:`_layout`), so that a compiled
+    program's static argument compares and hashes by identity."""
+
+    def __init__(self, treedef, places):
+        self.treedef, self.places = treedef, places
+
+    def unpack(self, buffers):
+        leaves = [buffers[b][o:o + int(np.prod(shape))].reshape(shape) for b, o, shape in self.places]
+        return jax.tree_util.tree_unflatten(self.treedef, leaves)
+
+
+@functools.cache
+def _layout(treedef, leaves) -> _Layout:
+    """The layout of leaves ``((shape, dtype), ...)``: one buffer per dtype, in order of first use."""
+    dtypes = list(dict.fromkeys(dtype for _, dtype in leaves))
+    ends, places = [0] * len(dtypes), []
+    for shape, dtype in leaves:
+        b = dtypes.index(dtype)
+        places.append((b, ends[b], shape))
+        ends[b] += int(np.prod(shape))
+    return _Layout(treedef, tuple(places))
+
+
+#: models packed by :func:`_packed`: ``{id(model): (weak reference, layout, buffers)}``
+_PACKED = {}
+
+
+@functools.cache
+def _model_type():
+    from .model.model import Model  # the model imports this module
+
+    return Model
+
+
+def _packed(model):
+    """``(layout, buffers)`` of a model whose leaves are all concrete ``jax.Array``, made once
+    per model object and forgotten with it; ``None`` for others (tracers, NumPy arrays, which
+    could change in place, or an object that cannot be weakly referenced)."""
+    entry = _PACKED.get(id(model))
+    if entry is not None and entry[0]() is model:
+        return entry[1:]
+    leaves, treedef = jax.tree_util.tree_flatten(model)
+    if not all(isinstance(x, jax.Array) and not isinstance(x, core.Tracer) for x in leaves):
+        return None
+    key = id(model)
+
+    def forget(ref):
+        if _PACKED.get(key, (None,))[0] is ref:
+            del _PACKED[key]
+
+    try:
+        ref = weakref.ref(model, forget)
+    except TypeError:  # not weakly referable: its buffers could outlive it
+        return None
+    layout = _layout(treedef, tuple((x.shape, x.dtype) for x in leaves))
+    groups = [[] for _ in range(1 + max((b for b, _, _ in layout.places), default=-1))]
+    for x, (b, _, _) in zip(leaves, layout.places):
+        groups[b].append(jnp.ravel(x))
+    buffers = tuple(jnp.concatenate(g) for g in groups)
+    _PACKED[key] = (ref, layout, buffers)
+    return layout, buffers
+
+
+def _unpacking(fun):
+    """``fun`` of arguments some of which are packed models: ``spec`` ((position, layout), ...)."""
+    def run(spec, *args, **kwargs):
+        args = list(args)
+        for i, layout in spec:
+            args[i] = layout.unpack(args[i])
+        return fun(*args, **kwargs)
+
+    return run
+
+
+def _dispatch(fun, make_fast, plain, make_packed=None):
     fast = functools.cache(make_fast)  # made on the first call from Python (its options are probed then)
+    packed = None if make_packed is None else functools.cache(make_packed)
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
-        return (fast() if _unstaged() else plain)(*args, **kwargs)
+        if not _unstaged():
+            return plain(*args, **kwargs)
+        if packed is not None:
+            spec, flat = [], list(args)
+            for i, x in enumerate(args):
+                if isinstance(x, _model_type()) and (found := _packed(x)) is not None:
+                    spec.append((i, found[0]))
+                    flat[i] = found[1]
+            if spec:
+                return packed()(tuple(spec), *flat, **kwargs)
+        return fast()(*args, **kwargs)
 
     # no attributes on ``call`` (such as ``fast.lower``): functools.wraps in jax.vmap and jax.jit
     # copies a function's attributes onto its wrappers, which would then lower ``fast``
@@ -109,8 +206,10 @@ def jit(fun=None, **kwargs):
     if fun is None:
         return lambda f: jit(f, **kwargs)
     own = kwargs.pop("compiler_options", None) or {}
+    packed = None if kwargs else lambda: jax.jit(_unpacking(fun), static_argnums=0,
+                                                 compiler_options={**cpu_options(), **own})
     return _dispatch(fun, lambda: jax.jit(fun, compiler_options={**cpu_options(), **own}, **kwargs),
-                     jax.jit(fun, **kwargs))
+                     jax.jit(fun, **kwargs), packed)
 
 
 def filter_jit(fun):

@@ -99,3 +99,64 @@ def test_options_probe_leaves_out_an_unknown_option(monkeypatch):
         c.cpu_options.cache_clear()
     assert "xla_cpu_no_such_option" not in probed
     assert probed == {k: v for k, v in known.items() if k != "xla_cpu_use_fusion_emitters"}
+
+
+def test_models_pass_packed(arm):
+    """Called from Python, mbjax.jit passes a model as one buffer per dtype, made once per model
+    object: the same values as the model passed array by array; NumPy leaves (mutable) and
+    tracers (a vmap over models) go the plain way; the buffers go when the model goes."""
+    import gc
+
+    import mbjax.compilation as c
+
+    model, q, qd, tau = arm
+    model = jax.tree.map(lambda x: x + 0.0, model)  # a fresh object of fresh arrays
+    plain = jax.jit(mbjax.aba.__wrapped__)(model, q, qd, tau)
+    f_ext = jnp.zeros((model.nbodies, 6)).at[-1, 2].set(3.0)
+    np.testing.assert_array_equal(mbjax.aba(model, q, qd, tau), plain)
+    assert id(model) in c._PACKED
+    np.testing.assert_array_equal(mbjax.aba(model, q, qd, tau, f_ext=f_ext),
+                                  jax.jit(mbjax.aba.__wrapped__)(model, q, qd, tau, f_ext))
+    # NumPy leaves: changed in place, the next call sees the change
+    mutable = jax.tree.map(np.array, model)
+    before = mbjax.aba(mutable, q, qd, tau)
+    assert id(mutable) not in c._PACKED
+    mutable.armature[:] += 1.0
+    after = mbjax.aba(mutable, q, qd, tau)
+    np.testing.assert_array_equal(after, jax.jit(mbjax.aba.__wrapped__)(mutable, q, qd, tau))
+    assert not np.array_equal(before, after)
+    # models batched by vmap (tracers)
+    models = jax.tree.map(lambda x: jnp.stack([x, x]), model)
+    np.testing.assert_allclose(jax.vmap(mbjax.aba, in_axes=(0, None, None, None))(models, q, qd, tau)[1], plain,
+                               rtol=1e-12, atol=1e-12)
+
+    def packed_once():  # a model used once, in a scope of its own
+        fresh = jax.tree.map(lambda x: x + 0.0, arm[0])
+        mbjax.aba(fresh, q, qd, tau)
+        assert id(fresh) in c._PACKED
+        return id(fresh)
+
+    key = packed_once()
+    gc.collect()
+    assert key not in c._PACKED
+
+
+def test_packed_layout_round_trip():
+    """One buffer per dtype, in order of first use; unpacking restores every leaf exactly."""
+    import equinox as eqx
+
+    from mbjax.compilation import _packed
+
+    class Leaves(eqx.Module):
+        leaves: dict
+
+    tree = Leaves({"a": jnp.arange(6.0).reshape(2, 3), "b": jnp.arange(4, dtype=jnp.int32),
+                   "c": jnp.ones((3, 1, 2), jnp.float32), "d": jnp.asarray(2.5), "e": jnp.zeros((0, 3))})
+    assert _packed(tree.leaves) is None  # a dict cannot be weakly referenced: not cached
+    layout, buffers = _packed(tree)
+    assert [b.dtype for b in buffers] == [tree.leaves["a"].dtype, jnp.int32, jnp.float32]
+    out = jax.jit(lambda bs: layout.unpack(bs))(buffers)
+    assert jax.tree.structure(out) == jax.tree.structure(tree)
+    for x, y in zip(jax.tree.leaves(out), jax.tree.leaves(tree)):
+        assert x.dtype == y.dtype and x.shape == y.shape
+        np.testing.assert_array_equal(x, y)
