@@ -117,6 +117,8 @@ def test_models_pass_packed(arm):
     assert id(model) in c._PACKED
     np.testing.assert_array_equal(mbjax.aba(model, q, qd, tau, f_ext=f_ext),
                                   jax.jit(mbjax.aba.__wrapped__)(model, q, qd, tau, f_ext))
+    # an entry point with static arguments (eqx.filter_jit)
+    np.testing.assert_array_equal(mbjax.integrate(model, q, qd), jax.jit(mbjax.integrate.__wrapped__)(model, q, qd))
     # NumPy leaves: changed in place, the next call sees the change
     mutable = jax.tree.map(np.array, model)
     before = mbjax.aba(mutable, q, qd, tau)
