@@ -31,8 +31,8 @@ a user compiles with :func:`jit`:
 input buffer, and XLA:CPU's call path costs about half a microsecond per buffer: a model passed
 as an argument (17 arrays for ur5 as for talos_reduced) made ``mbjax.aba(model, q, qd, tau)``
 cost 1.2-1.4x its program with the model closed over. Called from Python, :func:`jit` and
-:func:`filter_jit` pass a :class:`~mbjax.Model` whose leaves are all ``jax.Array`` (immutable)
-as one buffer per dtype, made on its first call and kept while the model lives (by identity,
+:func:`filter_jit` pass a :class:`~mbjax.Model` (a type registered with
+:func:`packed_argument`) whose leaves are all ``jax.Array`` (immutable) as one buffer per dtype, made on its first call and kept while the model lives (by identity,
 :func:`_packed`), and the program slices the arrays back out of it (the slices fuse into their
 consumers): the public ``aba`` then costs 1.16-1.18x its closed-over program on ur5 to
 talos_reduced, ``rnea`` 1.11-1.32x, ``integrate`` 12 % less than before (session 28).
@@ -125,11 +125,16 @@ def _layout(treedef, leaves) -> _Layout:
 _PACKED = {}
 
 
-@functools.cache
-def _model_type():
-    from .model.model import Model  # the model imports this module
+#: the types whose instances :func:`jit` passes packed (:func:`packed_argument`)
+_PACKABLE: tuple = ()
 
-    return Model
+
+def packed_argument(cls):
+    """Class decorator: compiled calls from Python take an instance of ``cls`` (a long-lived
+    set of parameters, such as :class:`mbjax.Model`) packed, as :func:`_packed` makes it."""
+    global _PACKABLE
+    _PACKABLE = _PACKABLE + (cls,)
+    return cls
 
 
 def _packed(model):
@@ -183,7 +188,7 @@ def _dispatch(fun, make_fast, plain, make_packed=None):
         if packed is not None:
             spec, flat = [], list(args)
             for i, x in enumerate(args):
-                if isinstance(x, _model_type()) and (found := _packed(x)) is not None:
+                if isinstance(x, _PACKABLE) and (found := _packed(x)) is not None:
                     spec.append((i, found[0]))
                     flat[i] = found[1]
             if spec:

@@ -9,9 +9,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from ..compilation import packed_argument
 from .topology import Topology
 
 
+@packed_argument
 @jax.tree_util.register_dataclass
 @dataclasses.dataclass(frozen=True, eq=False, repr=False)
 class Model:
