@@ -34,8 +34,9 @@ cost 1.2-1.4x its program with the model closed over. Called from Python, :func:
 :func:`filter_jit` pass a :class:`~mbjax.Model` (a type registered with
 :func:`packed_argument`) whose leaves are all ``jax.Array`` (immutable) as one buffer per
 dtype, made on its first call and kept while the model lives (by identity, :func:`_packed`),
-and the program slices the arrays back out of it (the slices fuse into their consumers): the public ``aba`` then costs 1.16-1.18x its closed-over program on ur5 to
-talos_reduced, ``rnea`` 1.11-1.32x, ``integrate`` 12 % less than before (session 28).
+and the program slices the arrays back out of it (the slices fuse into their consumers): the
+public ``aba`` then costs 1.16-1.18x its closed-over program on ur5 to talos_reduced, ``rnea``
+1.11-1.32x, ``integrate`` 12 % less than before (session 28).
 
 JAX accepts compiler options only on a ``jax.jit`` that no other ``jax.jit`` (or ``grad``)
 traces, so :func:`jit` makes two programs of a function: with the options when it is called
