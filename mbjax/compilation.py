@@ -53,9 +53,9 @@ import functools
 import weakref
 
 import equinox as eqx
-import numpy as np
 import jax
 import jax.numpy as jnp
+import numpy as np
 from jax._src import core
 
 _SCHEDULER = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
@@ -98,12 +98,12 @@ def _unstaged() -> bool:
 
 
 class _Layout:
-    """Where a model's array leaves lie in its packed buffers: ``treedef`` and, per leaf, its
-    buffer (one per dtype), offset and shape. Interned (:func:`_layout`), so that a compiled
-    program's static argument compares and hashes by identity."""
+    """Where a model's array leaves lie in its ``count`` packed buffers (one per dtype):
+    ``treedef`` and, per leaf, its buffer, offset and shape. Interned (:func:`_layout`), so that
+    a compiled program's static argument compares and hashes by identity."""
 
-    def __init__(self, treedef, places):
-        self.treedef, self.places = treedef, places
+    def __init__(self, treedef, count, places):
+        self.treedef, self.count, self.places = treedef, count, places
 
     def unpack(self, buffers):
         leaves = [buffers[b][o:o + int(np.prod(shape))].reshape(shape) for b, o, shape in self.places]
@@ -119,12 +119,11 @@ def _layout(treedef, leaves) -> _Layout:
         b = dtypes.index(dtype)
         places.append((b, ends[b], shape))
         ends[b] += int(np.prod(shape))
-    return _Layout(treedef, tuple(places))
+    return _Layout(treedef, len(dtypes), tuple(places))
 
 
 #: models packed by :func:`_packed`: ``{id(model): (weak reference, layout, buffers)}``
 _PACKED = {}
-
 
 #: the types whose instances :func:`jit` passes packed (:func:`packed_argument`)
 _PACKABLE: tuple = ()
@@ -159,10 +158,8 @@ def _packed(model):
     except TypeError:  # not weakly referable: its buffers could outlive it
         return None
     layout = _layout(treedef, tuple((x.shape, x.dtype) for x in leaves))
-    groups = [[] for _ in range(1 + max((b for b, _, _ in layout.places), default=-1))]
-    for x, (b, _, _) in zip(leaves, layout.places):
-        groups[b].append(jnp.ravel(x))
-    buffers = tuple(jnp.concatenate(g) for g in groups)
+    buffers = tuple(jnp.concatenate([jnp.ravel(x) for x, (at, _, _) in zip(leaves, layout.places) if at == b])
+                    for b in range(layout.count))
     _PACKED[key] = (ref, layout, buffers)
     return layout, buffers
 
@@ -214,10 +211,10 @@ def jit(fun=None, **kwargs):
     if fun is None:
         return lambda f: jit(f, **kwargs)
     own = kwargs.pop("compiler_options", None) or {}
-    packed = None if kwargs else lambda: jax.jit(_unpacking(fun), static_argnums=0,
-                                                 compiler_options={**cpu_options(), **own})
-    return _dispatch(fun, lambda: jax.jit(fun, compiler_options={**cpu_options(), **own}, **kwargs),
-                     jax.jit(fun, **kwargs), packed)
+    options = lambda: {**cpu_options(), **own}  # noqa: E731  (probed on the first call)
+    # with static arguments of the user's, the plain argument order stays (no packing)
+    packed = None if kwargs else lambda: jax.jit(_unpacking(fun), static_argnums=0, compiler_options=options())
+    return _dispatch(fun, lambda: jax.jit(fun, compiler_options=options(), **kwargs), jax.jit(fun, **kwargs), packed)
 
 
 def filter_jit(fun):
