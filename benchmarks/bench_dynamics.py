@@ -240,6 +240,7 @@ def run(args):
         per, cpu = [], []
         gc_was = gc.isenabled()
         gc.disable()
+        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         try:
             while len(per) < repeats:
                 c0, t0 = time.process_time(), time.perf_counter()
@@ -252,8 +253,11 @@ def run(args):
                 gc.enable()
         per.sort()
         cpu.sort()
+        # first touches of fresh memory: glibc maps blocks above 32 MB anew for every call (results
+        # or XLA scratch buffers that large), ~1 µs per 4 KB page on a virtual machine (README, session 29)
+        faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / (number * len(per))
         return {"median": per[len(per) // 2], "min": per[0], "max": per[-1], "cpu_median": cpu[len(cpu) // 2],
-                "number": number, "repeats": per}
+                "number": number, "repeats": per, "page_faults": faults}
 
     def compile_jit(fn, *xs, name, robot, batch=None, jit=jax.jit):
         """Trace, lower and compile ``jit(fn)`` (``jax.jit`` with or without options) at ``xs``,
@@ -294,7 +298,8 @@ def run(args):
              "mbjax_min_s": mb["min"] / (batch or 1), "mbjax_number": mb["number"], "mbjax_repeats": len(mb["repeats"]),
              "pinocchio_s": pin_s, "pinocchio_min_s": pin_min, "ratio": per_state / pin_s if pin_t else None,
              "ratio_min": mb["min"] / (batch or 1) / pin_min if pin_t else None,
-             "mbjax_cpu_s": mb["cpu_median"] / (batch or 1), "pinocchio_cpu_s": pin_t["cpu_median"] if pin_t else None}
+             "mbjax_cpu_s": mb["cpu_median"] / (batch or 1), "pinocchio_cpu_s": pin_t["cpu_median"] if pin_t else None,
+             "mbjax_page_faults_per_call": mb["page_faults"]}
         r["ratio_cpu"] = r["mbjax_cpu_s"] / r["pinocchio_cpu_s"] if pin_t else None
         if note:
             r["note"] = note
@@ -302,7 +307,8 @@ def run(args):
         ratios = (f"{r['ratio']:8.2f}x  (min: {fmt_t(r['mbjax_min_s'])} / {fmt_t(pin_min)} = {r['ratio_min']:.2f}x; "
                   f"cpu: {fmt_t(r['mbjax_cpu_s'])} / {fmt_t(r['pinocchio_cpu_s'])} = {r['ratio_cpu']:.2f}x)"
                   if pin_t else f"(min: {fmt_t(r['mbjax_min_s'])}; cpu: {fmt_t(r['mbjax_cpu_s'])})")
-        log(f"  time    {robot:<13} {quantity:<35} mbjax {fmt_t(per_state)}  pinocchio {fmt_t(pin_s)}  {ratios}")
+        faults = f"  page faults/call {mb['page_faults']:.0f}" if mb["page_faults"] >= 1 else ""
+        log(f"  time    {robot:<13} {quantity:<35} mbjax {fmt_t(per_state)}  pinocchio {fmt_t(pin_s)}  {ratios}{faults}")
 
     def pin_loop(fn, states):
         """Per-call time of a Pinocchio binding, called from a Python loop over ``states``."""
