@@ -6,7 +6,9 @@ Shapes are checked at trace time (plain Python exceptions). Values are checked i
 one ``eqx.branched_error_if`` per call: NaN or infinite states, and quaternions (or unit
 complex numbers) in q that are not of unit norm, raise at run time with a message that says
 what to do. Set ``EQX_ON_ERROR=nan`` to get NaN outputs instead, or ``EQX_ON_ERROR=off`` to
-skip the checks (they cost a few microseconds per call).
+skip the checks (they cost a few microseconds per call). Their host callback also makes JAX run
+a single call on the calling thread instead of handing it to a worker: without it, single calls
+from Python are slower unless ``jax_cpu_enable_async_dispatch`` is off (docs/performance.md).
 """
 
 from __future__ import annotations
