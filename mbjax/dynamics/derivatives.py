@@ -145,7 +145,7 @@ def _coordinate_terms_one(model: Model, q, qd, qdd, f_ext):
 
 
 def _rnea_derivatives_from(model: Model, cols):
-    """(dtau/dq, dtau/dqd, M), (3, nv, nv, ...), from the per-coordinate terms (nv, 8, 6, ...):
+    """(dtau/dq, dtau/dqd, M), each (nv, nv, ...), from the per-coordinate terms (nv, 8, 6, ...):
     products of 6-vectors for every pair of coordinates, kept where the two are in ancestor
     relation (``topology.dof_pairs``): dense products (a batched matrix product each) beat
     gathering the pairs."""
@@ -158,7 +158,7 @@ def _rnea_derivatives_from(model: Model, cols):
     dv = below * outer(U, jnp.concatenate([dAv, S], 1)) + above * outer(S, H)
     M = below * outer(A, S) + above * outer(S, A)
     arm = jnp.diag(model.armature)
-    return jnp.stack([dq, dv, M + arm.reshape(arm.shape + (1,) * (cols.ndim - 3))])
+    return dq, dv, M + arm.reshape(arm.shape + (1,) * (cols.ndim - 3))
 
 
 def _state_jacobians(model: Model, q, qd, qdd, f_ext):
@@ -179,17 +179,17 @@ def _state_jacobians(model: Model, q, qd, qdd, f_ext):
 
 
 def _rnea_derivatives_kernel(model: Model, q, qd, qdd, f_ext=None):
-    """(dtau/dq, dtau/dqd, M), (3, nv, nv, C), for C states in the last axis."""
+    """(dtau/dq, dtau/dqd, M), each (nv, nv, C), for C states in the last axis."""
     if model.topology.sweep is None:
-        return jnp.zeros((3, 0, 0) + qdd.shape[1:], qdd.dtype)
+        return (jnp.zeros((0, 0) + qdd.shape[1:], qdd.dtype),) * 3
     out = _rnea_derivatives_from(model, _coordinate_terms(model, q, qd, f_ext, qdd=qdd))
     if model.topology.has_bias:
-        out = jnp.stack(_state_jacobians(model, q, qd, qdd, f_ext) + (out[2],))
+        out = _state_jacobians(model, q, qd, qdd, f_ext) + (out[2],)
     return out
 
 
 def _rnea_derivatives_one(model: Model, q, qd, qdd, f_ext=None):
-    """(dtau/dq, dtau/dqd, M), (3, nv, nv), for one state (matrix form)."""
+    """(dtau/dq, dtau/dqd, M), each (nv, nv), for one state (matrix form)."""
     if model.topology.has_bias or model.topology.sweep is None:
         return one_state(_rnea_derivatives_kernel)(model, q, qd, qdd, f_ext)
     return _rnea_derivatives_from(model, _coordinate_terms_one(model, q, qd, qdd, f_ext))
@@ -230,20 +230,15 @@ def _forward_blocks(chol, dq, dv, chained: bool = False):
     eye = jnp.broadcast_to(jnp.eye(n, dtype=L.dtype), L.shape)
     if chained:
         X = jax.scipy.linalg.cho_solve(chol, jnp.concatenate([-lead(dq), -lead(dv), eye], axis=-1))
-        return jnp.stack([back(X[..., :n]), back(X[..., n:2 * n]), back(X[..., 2 * n:])])
+        return back(X[..., :n]), back(X[..., n:2 * n]), back(X[..., 2 * n:])
     Minv = jax.scipy.linalg.cho_solve(chol, eye)
-    return jnp.stack([-back(Minv @ lead(dq)), -back(Minv @ lead(dv)), back(Minv)])
+    return -back(Minv @ lead(dq)), -back(Minv @ lead(dv)), back(Minv)
 
 
 #: (dtau/dq, dtau/dqd, M) without input checks (``f_ext`` (nb, 6) or None), each (nv, nv);
 #: vmapped, on the level sweeps
 state_derivatives = routed(_rnea_derivatives_kernel, _rnea_derivatives_one)
 _aba_derivatives = routed(_aba_derivatives_kernel, _aba_derivatives_one)
-
-
-def _call(fn, model, q, qd, x, f_ext):
-    out = fn(model, q, qd, x, f_ext)
-    return out[0], out[1], out[2]
 
 
 @jit
@@ -257,7 +252,7 @@ def rnea_derivatives(model: Model, q, qd, qdd, f_ext=None):
     tangent space, and ``dtau_dqdd = M(q)`` (Pinocchio's ``computeRNEADerivatives``).
     """
     q, qd, qdd = check_state(model, q, qd=qd, qdd=qdd)
-    return _call(state_derivatives, model, q, qd, qdd, check_external_forces(model, f_ext))
+    return state_derivatives(model, q, qd, qdd, check_external_forces(model, f_ext))
 
 
 @jit
@@ -270,4 +265,4 @@ def aba_derivatives(model: Model, q, qd, tau, f_ext=None):
     tangent space, and ``dqdd_dtau = M(q)^-1`` (Pinocchio's ``computeABADerivatives``).
     """
     q, qd, tau = check_state(model, q, qd=qd, tau=tau)
-    return _call(_aba_derivatives, model, q, qd, tau, check_external_forces(model, f_ext))
+    return _aba_derivatives(model, q, qd, tau, check_external_forces(model, f_ext))

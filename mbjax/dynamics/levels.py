@@ -376,12 +376,13 @@ def batch_rule(kernel, single=None, unpack=None):
     """``fn(model, *states)`` that runs ``kernel`` on the batch-minor layout when vmapped.
 
     ``kernel(model, *states)`` takes every state (an array per state, e.g. q (nq,)) with the
-    C states in a last axis and returns one output with them last too, or, with ``unpack``,
-    a packed output that ``unpack(model, out)`` (states first) turns into single's. Unbatched calls run
-    ``single(model, *states)``, by default the kernel with C = 1 (on XLA:CPU a few large
-    matrix products can beat the level sweeps for one state). ``kernel=None``: a vmap of
-    ``single`` over each chunk instead (states first). A vmap over the model, or over fewer
-    than :data:`MIN_BATCH` states, falls back to a vmap of the single call.
+    C states in a last axis and returns one output with them last too (or a tuple of them),
+    or, with ``unpack``, a packed output that ``unpack(model, out)`` (states first) turns into
+    single's. Unbatched calls run ``single(model, *states)``, by default the kernel with C = 1
+    (on XLA:CPU a few large matrix products can beat the level sweeps for one state).
+    ``kernel=None``: a vmap of ``single`` over each chunk instead (states first). A vmap over
+    the model, or over fewer than :data:`MIN_BATCH` states, falls back to a vmap of the single
+    call.
     """
     if single is None:
         single = one_state(kernel)
@@ -394,25 +395,30 @@ def batch_rule(kernel, single=None, unpack=None):
     @fn.def_vmap
     def rule(axis_size, in_batched, model, *xs):
         if _over_models(in_batched):
-            return jax.vmap(single, in_axes=_axes(in_batched))(model, *xs), True
+            return _batched(jax.vmap(single, in_axes=_axes(in_batched))(model, *xs))
         xs = _broadcast(axis_size, xs, in_batched[1:])
         if axis_size < MIN_BATCH:
-            return few(model, *xs), True
+            return _batched(few(model, *xs))
         if kernel is None:
-            return run_chunked(jax.vmap(lambda *ys: single(model, *ys)), axis_size, xs, minor=False), True
+            return _batched(run_chunked(jax.vmap(lambda *ys: single(model, *ys)), axis_size, xs, minor=False))
         out = run_chunked(lambda *ys: kernel(model, *ys), axis_size, xs)
-        return (out if unpack is None else unpack(model, out)), True
+        return _batched(out if unpack is None else unpack(model, out))
 
     @few.def_vmap
     def few_rule(axis_size, in_batched, model, *xs):
         if _over_models(in_batched):
-            return jax.vmap(few.fun, in_axes=_axes(in_batched))(model, *xs), True
+            return _batched(jax.vmap(few.fun, in_axes=_axes(in_batched))(model, *xs))
         xs = _broadcast(axis_size, xs, in_batched[1:])
         flat = [None if x is None else x.reshape((-1,) + x.shape[2:]) for x in xs]
         out = jax.vmap(lambda *ys: fn(model, *ys))(*flat)
-        return jax.tree_util.tree_map(lambda y: y.reshape((axis_size, -1) + y.shape[1:]), out), True
+        return _batched(jax.tree_util.tree_map(lambda y: y.reshape((axis_size, -1) + y.shape[1:]), out))
 
     return fn
+
+
+def _batched(out):
+    """A batching rule's result: ``out`` and, for each of its arrays, that it is batched."""
+    return out, jax.tree_util.tree_map(lambda _: True, out)
 
 
 def _over_models(in_batched) -> bool:
@@ -433,28 +439,40 @@ def _broadcast(axis_size, xs, batched):
 def one_state(kernel):
     """``kernel`` on one state (C = 1): ``fn(model, *states)`` without the states' last axis."""
     def single(model, *xs):
-        return kernel(model, *(None if x is None else x[..., None] for x in xs))[..., 0]
+        out = kernel(model, *(None if x is None else x[..., None] for x in xs))
+        return jax.tree_util.tree_map(lambda y: y[..., 0], out)
 
     return single
 
 
 def run_chunked(kernel, B, xs, chunk=None, minor=True):
     """``kernel`` over a batch (B, ...) of each of ``xs``, in chunks; with ``minor`` the
-    states of a chunk are moved to the last axis (and the kernel's output back)."""
+    states of a chunk are moved to the last axis (and the kernel's results back). The kernel
+    returns one array or a tuple of them."""
     C = min(B, chunk or CHUNK)
     n = -(-B // C)
     last = lambda x: x if x is None or not minor else jnp.moveaxis(x, 0, -1)  # noqa: E731
+    first = lambda y: jnp.moveaxis(y, -1, 0) if minor else y  # noqa: E731
     if n == 1:
-        out = kernel(*(last(x) for x in xs))
-        return jnp.moveaxis(out, -1, 0) if minor else out
+        return jax.tree_util.tree_map(first, kernel(*(last(x) for x in xs)))
     pad = n * C - B
     # padding states repeat the last one (valid input: no division by zero, no NaN)
     xs = [jnp.concatenate([x, jnp.broadcast_to(x[-1:], (pad,) + x.shape[1:])]) if pad and x is not None else x
           for x in xs]
     chunks = [None if x is None else x.reshape((n, C) + x.shape[1:]) for x in xs]
-    # the inputs of each chunk are transposed inside the loop, while they are in cache; the
-    # outputs after it, where XLA fuses their transposition with what takes them
-    out = jax.lax.map(lambda ys: kernel(*(last(y) for y in ys)), chunks)  # (n, ..., C) or (n, C, ...)
-    if minor:
+
+    # the inputs of each chunk are transposed inside the loop, while they are in cache. One
+    # result is transposed after it, where XLA fuses the transposition with what takes it (the
+    # mass matrix's spread); several results (the derivatives' blocks) each inside it, written
+    # states first into their own stacked result, which is then the caller's as it is (one
+    # stacked buffer of them all, transposed after the loop, was talos_reduced's batched
+    # aba_derivatives' largest temporary: at B = 1024 39 MiB against 9 MiB now, and 111 against
+    # 93 µs per state; benchmarks/README.md, session 29)
+    def step(ys):
+        out = kernel(*(last(y) for y in ys))
+        return tuple(map(first, out)) if isinstance(out, tuple) else out
+
+    out = jax.lax.map(step, chunks)  # one (n, ..., C) or (n, C, ...), or a tuple of (n, C, ...)
+    if not isinstance(out, tuple) and minor:
         out = jnp.moveaxis(out, -1, 1)
-    return out.reshape((n * C,) + out.shape[2:])[:B]
+    return jax.tree_util.tree_map(lambda y: y.reshape((n * C,) + y.shape[2:])[:B], out)
