@@ -31,7 +31,7 @@ ID(q, qd, FD(q, qd, tau)) = tau gives
 
 The recursion assumes joint motion subspaces that are constant in the child frame; a model with
 a joint whose subspace turns with its own coordinates (``universal``) takes d ID by forward mode
-through RNEA instead (all 2 nv unit tangents at once).
+through RNEA instead (all 2 nv unit tangents at once), and M by the CRBA.
 """
 
 from __future__ import annotations
