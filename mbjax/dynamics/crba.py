@@ -101,13 +101,14 @@ def crba_kernel(model: Model, q):
     return jnp.concatenate([M, jnp.zeros((1, C), dtype)])
 
 
-def unpack(model: Model, entries):
-    """M (..., nv, nv) of :func:`crba_kernel`'s entries (..., E + 1), states first.
+def unpack(model: Model, entries, axis: int = -1):
+    """M (..., nv, nv) of :func:`crba_kernel`'s entries (..., E + 1), states first; with
+    ``axis=0``, M (nv, nv, C) of the kernel's own layout (E + 1, C), states last.
 
     Outside the chunks' loop, where XLA writes M in its own order: a chunk's kernel that wrote
     its M itself gathered twelve scattered numbers for each of its nv^2 entries, in the
     states-first order of the batch (talos_reduced: 16-19 -> 10-12 us per state)."""
-    return jnp.take(entries, model.topology.mass_entries[2], axis=-1)
+    return jnp.take(entries, model.topology.mass_entries[2], axis=axis)
 
 
 #: the mass matrix without input checks: the matrix form for one state (fewer kernels), the

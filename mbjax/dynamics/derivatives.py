@@ -48,7 +48,7 @@ from ..kinematics import tree_kinematics
 from ..model.model import Model
 from .articulated import aba_kernel, accelerate, articulated_inertias
 from .bodies import body_terms, gravity_acceleration
-from .crba import cholesky_dynamics, crba_kernel
+from .crba import cholesky_dynamics, crba_kernel, unpack
 from .levels import T, coordinates, cross_force, cross_motion, gather, joints, level_bodies, mv, one_state
 from .levels import inertia_matrix, parent_rows, routed, sweep_down, sweep_up, to_parents
 from .rnea import body_accelerations, rnea_kernel
@@ -183,8 +183,7 @@ def _rnea_derivatives_kernel(model: Model, q, qd, qdd, f_ext=None):
     if model.topology.sweep is None:
         return (jnp.zeros((0, 0) + qdd.shape[1:], qdd.dtype),) * 3
     if model.topology.has_bias:  # d ID by forward mode, and M alone by the CRBA (not the whole recursion)
-        return _state_jacobians(model, q, qd, qdd, f_ext) + (jnp.take(crba_kernel(model, q),
-                                                                      model.topology.mass_entries[2], axis=0),)
+        return _state_jacobians(model, q, qd, qdd, f_ext) + (unpack(model, crba_kernel(model, q), axis=0),)
     return _rnea_derivatives_from(model, _coordinate_terms(model, q, qd, f_ext, qdd=qdd))
 
 
