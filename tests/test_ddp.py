@@ -59,9 +59,9 @@ def test_stage_models_match_finite_differences():
 
     @jax.jit
     def check(z):
-        stages = Stages(problem, shooting, residuals, shooting.rollout(problem, z))
+        stages = Stages(problem, shooting, residuals, z)
         u, q, qd = stages.u, stages.q, stages.qd
-        lin = stages.linearise(u, q, qd)
+        lin = stages.linearise(u, q, qd).lin
         ks = jnp.arange(KNOTS - 1)
 
         def end(k, dx):  # the end of interval k from its start moved along dx = (dq, dqd, du_k, du_{k+1})
@@ -129,7 +129,7 @@ def test_one_step_solves_a_linear_quadratic_problem():
     single, multiple = trajopt.SingleShooting(), trajopt.MultipleShooting(5)
     residuals = lambda rollout: problem.residuals(rollout)[0]  # noqa: E731
     fddp = trajopt.FDDP(rtol=1e-10, atol=1e-10, damping=0.0)
-    solve = eqx.filter_jit(lambda tr, z: fddp.minimise(problem.forward_mode(), tr, residuals, tr.rollout(problem, z), 5))
+    solve = eqx.filter_jit(lambda tr, z: fddp.minimise(problem.forward_mode(), tr, residuals, z, 5))
 
     def r(u):
         return residuals(single.rollout(problem.forward_mode(), u))
@@ -138,11 +138,11 @@ def test_one_step_solves_a_linear_quadratic_problem():
     J = jax.jacfwd(r)(u0).reshape(-1, u0.size)
     expected = np.linalg.lstsq(np.asarray(J), -np.asarray(r(u0)), rcond=None)[0].reshape(u0.shape)
 
-    u, steps, converged, _ = solve(single, u0)
+    u, steps, converged, _, _ = solve(single, u0)
     assert bool(converged) and int(steps) == 1, (converged, steps)
     assert_close(u, expected, rtol=1e-10, what="single shooting")
     far = multiple.initial_guess(problem, u0, q=jnp.ones((4, 2)), qd=-jnp.ones((4, 2)))
-    z, steps, converged, rollout = solve(multiple, far)
+    z, steps, converged, rollout, _ = solve(multiple, far)
     assert bool(converged) and int(steps) == 1, (converged, steps)
     assert_close(z.u, expected, rtol=1e-10, what="multiple shooting from an infeasible start")
     assert float(jnp.max(jnp.abs(multiple.rollout(problem, z).defects))) <= 1e-12
@@ -161,8 +161,8 @@ def test_singular_control_curvature_raises_the_regularisation():
     single = trajopt.SingleShooting()
     residuals = lambda rollout: problem.residuals(rollout)[0]  # noqa: E731
     fddp = trajopt.FDDP(damping=0.0)
-    u, steps, converged, _ = eqx.filter_jit(lambda u: fddp.minimise(
-        problem.forward_mode(), single, residuals, single.rollout(problem, u), 30))(jnp.zeros(problem.controls.shape))
+    u, steps, converged, _, _ = eqx.filter_jit(lambda u: fddp.minimise(
+        problem.forward_mode(), single, residuals, u, 30))(jnp.zeros(problem.controls.shape))
     assert bool(converged) and int(steps) < 30, (converged, steps)
     assert float(jnp.max(jnp.abs(residuals(single.rollout(problem, u))))) <= 1e-8
 

@@ -54,7 +54,7 @@ import jax
 import jax.numpy as jnp
 
 from ..checks import default_tolerance
-from ..configuration import difference_from, integrate_from
+from ..configuration import difference_from, integrate_from, normalize
 from ..simulation.trajectory import Trajectory
 from .costs import Rollout
 from .shooting import MultipleShooting, ShootingNodes, SingleShooting
@@ -79,23 +79,42 @@ class Linearisation(NamedTuple):
     H_end: jax.Array
 
 
-class Stages:
-    """A shooting problem as the stages of the module docstring: the knot states
-    ``(q, qd)`` (K-1 rows, the last knot's being the last interval's end) and knot values ``u``
-    (K, nu) of an iterate, and the functions FDDP evaluates on them. Built inside a traced
-    function from a problem (in forward mode), its transcription, the residual function
-    (a :class:`Rollout` to a vector), and the transcription's rollout of the iterate."""
+class Iterate(NamedTuple):
+    """An iterate: knot values ``u`` (K, nu), knot states ``q``, ``qd`` (K-1 rows, the last
+    knot's being the last interval's end), the transcription's ``rollout`` of it (with its
+    defects) and its stage models ``lin``."""
 
-    def __init__(self, problem, transcription, residuals, rollout: Rollout):
+    u: jax.Array
+    q: jax.Array
+    qd: jax.Array
+    rollout: Rollout
+    lin: Linearisation
+
+
+class Stages:
+    """A shooting problem as the stages of the module docstring, and the functions FDDP
+    evaluates on them. Built inside a traced function from a problem (in forward mode), its
+    transcription, the residual function (a :class:`Rollout` to a vector) and the
+    transcription's variables ``z`` of the starting iterate, whose knot states are ``(q0, qd0)``
+    and the shooting nodes (single shooting: ``(q0, qd0)`` repeated, until :meth:`linearise`
+    simulates the knots)."""
+
+    def __init__(self, problem, transcription, residuals, z):
         self.problem, self.residuals = problem, residuals
         self.multiple = isinstance(transcription, MultipleShooting)
-        S = problem.substeps
-        self.nv, self.nu = problem.model.nv, problem.controls.shape[1]
+        model, K = problem.model, problem.knots
+        self.nv, self.nu = model.nv, problem.controls.shape[1]
         self.n = 2 * self.nv + self.nu
-        self.no_defects = jnp.zeros_like(rollout.defects)
-        self.ts = rollout.trajectory.ts  # the integration grid
-        # the knot states: each interval's first grid row (multiple shooting: the nodes)
-        self.u, self.q, self.qd = rollout.u, rollout.trajectory.q[:-1:S], rollout.trajectory.qd[:-1:S]
+        self.no_defects = jnp.zeros((K - 2) * 2 * self.nv if self.multiple else 0, problem.q0.dtype)
+        grids = jax.vmap(lambda k: problem._grid(k, 1)[2])(jnp.arange(K - 1))  # each interval's
+        self.ts = jnp.concatenate([grids[:, :-1].reshape(-1), grids[-1, -1:]])  # the integration grid
+        if self.multiple:
+            self.u = z.u
+            self.q = jnp.concatenate([problem.q0[None], jax.vmap(normalize, (None, 0))(model, z.q)])
+            self.qd = jnp.concatenate([problem.qd0[None], z.qd])
+        else:
+            self.u = z
+            self.q, self.qd = (jnp.broadcast_to(x, (K - 1, x.shape[0])) for x in (problem.q0, problem.qd0))
 
     def variables(self, u, q, qd):
         """The transcription's variables of an iterate."""
@@ -113,16 +132,71 @@ class Stages:
         traj = self.problem.simulate(u, integrate_from(self.problem.model, qk, dx[:nv]), qdk + dx[nv:2 * nv], k, 1)
         return (traj.q, traj.qd), (traj.q, traj.qd)
 
-    def linearise(self, u, q, qd) -> Linearisation:
-        """The stage models at ``(u, q, qd)``: every interval linearised at once (vmapped, forward
-        mode), and the residuals' Jacobian on the knot values and the grid, split by stage."""
+    def linearise(self, u, q, qd) -> Iterate:
+        """The iterate with knot values ``u`` and knot states ``(q, qd)`` (single shooting: the
+        knots where the simulation from ``(q0, qd0)`` passes; multiple shooting: these, gaps
+        open), with its stage models: :meth:`trial` without a step."""
+        zero = jnp.zeros((), u.dtype)
+        gains = (jnp.zeros_like(u[0]), jnp.zeros_like(u[1:]), jnp.zeros((u.shape[0] - 1, self.nu, self.n), u.dtype))
+        return self.trial(u, q, qd, jnp.zeros((q.shape[0], self.n), u.dtype), *gains, zero, keep=True)
+
+    def placeholder(self) -> Iterate:
+        """The starting iterate with zeros for its rollout and stage models (the shapes of
+        :meth:`trial`'s), until a pass evaluates it."""
+        K, N, nq, nv, n, dtype = self.problem.knots, self.ts.shape[0], self.q.shape[1], self.nv, self.n, self.u.dtype
+        zeros = lambda *shape: jnp.zeros(shape, dtype)  # noqa: E731
+        m = n + self.nu
+        lin = Linearisation(zeros(), zeros(K - 1, n, m), zeros(K - 1, n), zeros(K - 1, m), zeros(K - 1, m, m),
+                            zeros(n), zeros(n, n))
+        rollout = Rollout(self.u, Trajectory(ts=self.ts, q=zeros(N, nq), qd=zeros(N, nv)), self.no_defects)
+        return Iterate(self.u, self.q, self.qd, rollout, lin)
+
+    def trial(self, u, q, qd, gap, k0, k, K, alpha, keep=False) -> Iterate:
+        """The forward pass with step ``alpha`` from the iterate ``(u, q, qd)`` with gaps ``gap``
+        (K-1, n): ``w_k = u_{k+1} + alpha k_k + K_k (x_k' (-) x_k)``, the new state at each knot
+        the simulation of the interval before it less ``(1 - alpha)`` of its old gap (``keep``:
+        the old knot states, gaps open). Each interval is simulated together with its Jacobian
+        (forward mode, ``2 nv + 2 nu`` tangents along ``(dq, dqd, du_k, du_{k+1})`` at its
+        start), so the new iterate comes with its stage models (:meth:`models`) and the program
+        holds the simulation once."""
+        model, nv, nu, n = self.problem.model, self.nv, self.nu, self.n
+        last = jnp.arange(q.shape[0]) == q.shape[0] - 1
+        zero = jnp.zeros(n + nu, u.dtype)
+
+        def stage(carry, s):
+            qh, qdh, uh = carry
+            kk, KK, uk, uk1, qk, qdk, qn, qdn, f, end, i = s
+            w = uk1 + alpha * kk + KK @ jnp.concatenate([difference_from(model, qk, qh), qdh - qdk, uh - uk])
+            ui = u.at[i].set(uh).at[i + 1].set(w)
+            (Jq, Jqd), (gq, gqd) = jax.jacfwd(lambda dx: self.interval(ui, qh, qdh, i, dx), has_aux=True)(zero)
+            if self.multiple:  # the next knot state: the interval's end less (1 - alpha) of the old gap
+                q_new = integrate_from(model, qn, difference_from(model, qn, gq[-1]) - (1 - alpha) * f[:nv])
+                qd_new = gqd[-1] - (1 - alpha) * f[nv:2 * nv]
+                q_new, qd_new = (jnp.where(keep & ~end, old, new) for old, new in ((qn, q_new), (qdn, qd_new)))
+                q_new, qd_new = jnp.where(end, gq[-1], q_new), jnp.where(end, gqd[-1], qd_new)
+            else:  # single shooting: no gaps
+                q_new, qd_new = gq[-1], gqd[-1]
+            return (q_new, qd_new, w), (Jq, Jqd, gq, gqd, w)
+
+        u0 = u[0] + alpha * k0
+        _, (Jq, Jqd, gq, gqd, w) = jax.lax.scan(stage, (q[0], qd[0], u0), (
+            k, K, u[:-1], u[1:], q, qd, jnp.roll(q, -1, 0), jnp.roll(qd, -1, 0), gap, last, jnp.arange(q.shape[0])))
+        u = jnp.concatenate([u0[None], w])
+        q, qd = gq[:, 0], gqd[:, 0]
+        Xq = jnp.concatenate([gq[:, :-1].reshape(-1, gq.shape[-1]), gq[-1:, -1]])
+        Xqd = jnp.concatenate([gqd[:, :-1].reshape(-1, nv), gqd[-1:, -1]])
+        defects = (MultipleShooting.defects(model, q[1:], qd[1:], gq[:-1, -1], gqd[:-1, -1]) if self.multiple
+                   else self.no_defects)
+        return Iterate(u, q, qd, Rollout(u, Trajectory(ts=self.ts, q=Xq, qd=Xqd), defects),
+                       self.models(u, q, qd, Jq, Jqd, gq, gqd))
+
+    def models(self, u, q, qd, Jq, Jqd, gq, gqd) -> Linearisation:
+        """The stage models of the iterate ``(u, q, qd)`` from its intervals' grids ``gq``
+        (K-1, S+1, nq), ``gqd`` and their Jacobians ``Jq`` (K-1, S+1, nq, n + nu), ``Jqd``; and
+        the residuals' Jacobian on the knot values and the grid, split by stage."""
         model, K, S = self.problem.model, self.problem.knots, self.problem.substeps
         nv, nu, n, dtype = self.nv, self.nu, self.n, u.dtype
-        zero = jnp.zeros(n + nu, dtype)
-        (Jq, Jqd), (gq, gqd) = jax.vmap(lambda qk, qdk, k: jax.jacfwd(
-            lambda dx: self.interval(u, qk, qdk, k, dx), has_aux=True)(zero))(q, qd, jnp.arange(K - 1))
-        # grids gq (K-1, S+1, nq) and their Jacobians Jq (K-1, S+1, nq, n + nu); the last knot's
-        # state is the last interval's end (no gap there)
+        # the last knot's state is the last interval's end (no gap there)
         q_next, qd_next = jnp.concatenate([q[1:], gq[-1:, -1]]), jnp.concatenate([qd[1:], gqd[-1:, -1]])
         gap = jnp.concatenate([jax.vmap(lambda a, b: difference_from(model, a, b))(q_next, gq[:, -1]),
                                gqd[:, -1] - qd_next, jnp.zeros((K - 1, nu), dtype)], 1)
@@ -160,7 +234,9 @@ class Stages:
         owner = jnp.argmax(state, axis=0)
         stage = jnp.arange(K)[:, None]
         coupled = (state & (stage > owner + 1)) | (jnp.any(J[:, :, :2 * nv] != 0, axis=2) & (stage == owner + 1))
-        J = eqx.error_if(J, jnp.any(coupled), "a cost or constraint couples knots more than one interval apart (e.g. a "
+        # (a trial that diverged has non-finite derivatives, which say nothing of the structure;
+        # the line search rejects it)
+        J = eqx.error_if(J, jnp.any(coupled) & jnp.all(jnp.isfinite(J)), "a cost or constraint couples knots more than one interval apart (e.g. a "
                          "periodicity term): FDDP needs terms local to an interval, a knot or a grid point; solve "
                          "this problem with trajopt.LevenbergMarquardt")
         J = J * (owner[None, :] == stage).astype(dtype)[:, :, None]
@@ -206,35 +282,6 @@ class Stages:
         dx, (d1, d2) = jax.lax.scan(stage, dx0, (lin.AB, lin.gap, lin.g, lin.H, k, K))
         return d1.sum() + lin.g_end @ dx, d2.sum() + dx @ lin.H_end @ dx
 
-    def trial(self, u, q, qd, lin: Linearisation, k0, k, K, alpha):
-        """The forward pass with step ``alpha``: ``(u, q, qd, cost, rollout)`` of the new
-        iterate, ``rollout`` the transcription's (with its defects)."""
-        model, nv = self.problem.model, self.nv
-        last = jnp.arange(q.shape[0]) == q.shape[0] - 1
-
-        def stage(carry, s):
-            qh, qdh, uh = carry
-            kk, KK, uk, uk1, qk, qdk, qn, qdn, f, end, i = s
-            w = uk1 + alpha * kk + KK @ jnp.concatenate([difference_from(model, qk, qh), qdh - qdk, uh - uk])
-            traj = self.problem.simulate(u.at[i].set(uh).at[i + 1].set(w), qh, qdh, i, 1)
-            # the next knot state: the interval's end less (1 - alpha) of the old gap
-            q_new = integrate_from(model, qn, difference_from(model, qn, traj.q[-1]) - (1 - alpha) * f[:nv])
-            qd_new = traj.qd[-1] - (1 - alpha) * f[nv:2 * nv]
-            q_new, qd_new = jnp.where(end, traj.q[-1], q_new), jnp.where(end, traj.qd[-1], qd_new)
-            return (q_new, qd_new, w), (traj.q, traj.qd, w)
-
-        u0 = u[0] + alpha * k0
-        _, (gq, gqd, w) = jax.lax.scan(stage, (q[0], qd[0], u0), (
-            k, K, u[:-1], u[1:], q, qd, jnp.roll(q, -1, 0), jnp.roll(qd, -1, 0), lin.gap, last, jnp.arange(q.shape[0])))
-        u = jnp.concatenate([u0[None], w])
-        Xq = jnp.concatenate([gq[:, :-1].reshape(-1, gq.shape[-1]), gq[-1:, -1]])
-        Xqd = jnp.concatenate([gqd[:, :-1].reshape(-1, nv), gqd[-1:, -1]])
-        r = self.residual(u, Xq, Xqd)
-        q, qd = gq[:, 0], gqd[:, 0]
-        defects = (MultipleShooting.defects(model, q[1:], qd[1:], gq[:-1, -1], gqd[:-1, -1]) if self.multiple
-                   else self.no_defects)
-        return u, q, qd, 0.5 * r @ r, Rollout(u, Trajectory(ts=self.ts, q=Xq, qd=Xqd), defects)
-
 
 class FDDP(eqx.Module):
     """Feasibility-driven DDP (module docstring) as the inner solver of
@@ -267,47 +314,51 @@ class FDDP(eqx.Module):
             raise TypeError(f"FDDP solves SingleShooting or MultipleShooting problems; got "
                             f"{type(transcription).__name__}")
 
-    def minimise(self, problem, transcription, residuals, rollout: Rollout, max_steps: int):
+    def minimise(self, problem, transcription, residuals, z, max_steps: int):
         """Minimise ``1/2 |residuals(rollout)|^2`` over the variables of ``transcription``, from
-        its ``rollout`` of the starting point, in at most ``max_steps`` iterations (``problem``
-        in forward mode: :meth:`TrajectoryProblem.forward_mode`). ``residuals`` maps a
-        :class:`Rollout`, whose defects are zero (FDDP closes the gaps itself), to a residual
-        vector. Returns ``(z, iterations, converged, rollout)``, ``z`` the transcription's
-        variables and ``rollout`` its rollout of them."""
-        stages = Stages(problem, transcription, residuals, rollout)
+        its variables ``z``, in at most ``max_steps`` iterations (``problem`` in forward mode:
+        :meth:`TrajectoryProblem.forward_mode`). ``residuals`` maps a :class:`Rollout`, whose
+        defects are zero (FDDP closes the gaps itself), to a residual vector. Returns ``(z,
+        iterations, converged, rollout, start)``: the transcription's variables, its rollout of
+        them, and its rollout of the starting point."""
+        stages = Stages(problem, transcription, residuals, z)
         dtype = stages.u.dtype
         rtol, atol = (default_tolerance(dtype, 1e-8, 1000) if tol is None else tol for tol in (self.rtol, self.atol))
 
         def step(s):
-            u, q, qd, result, mu, it, _ = s
-            lin = stages.linearise(u, q, qd)
+            # the first pass (fresh) evaluates the starting point: a trial without a step, whose
+            # rollout and stage models the loop then carries (the program holds one simulation)
+            it, mu, n, fresh, _, start = s
+            lin = it.lin
             k0, k, K, grad = stages.backward(lin, mu)
             gaps = jnp.max(jnp.abs(lin.gap))
-            converged = (gaps <= atol) & (grad <= atol + rtol * jnp.maximum(lin.cost, 1.0))
+            converged = ~fresh & (gaps <= atol) & (grad <= atol + rtol * jnp.maximum(lin.cost, 1.0))
             d1, d2 = stages.predicted(lin, k0, k, K)
-            search = jnp.isfinite(d1) & jnp.isfinite(d2) & ~converged & (it < max_steps)
+            search = fresh | (jnp.isfinite(d1) & jnp.isfinite(d2) & ~converged & (n < max_steps))
+            k0, k, K = (jnp.where(fresh, 0.0, x) for x in (k0, k, K))
 
             def attempt(c):
                 j, _, best = c
-                alpha = 0.5 ** j.astype(dtype)
-                new = stages.trial(u, q, qd, lin, k0, k, K, alpha)
-                change, model = new[3] - lin.cost, alpha * d1 + 0.5 * alpha**2 * d2
+                alpha = jnp.where(fresh, 0.0, 0.5 ** j.astype(dtype))
+                new = stages.trial(it.u, it.q, it.qd, lin.gap, k0, k, K, alpha, keep=fresh)
+                change, model = new.lin.cost - lin.cost, alpha * d1 + 0.5 * alpha**2 * d2
                 # a tenth of a predicted decrease; while gaps are open, closing them may cost
                 bound = jnp.where(model < 0, 0.1 * model, jnp.where(gaps > atol, 2.0 * model, 0.0))
-                ok = jnp.isfinite(new[3]) & (change <= bound)
+                ok = fresh | (jnp.isfinite(new.lin.cost) & (change <= bound))
                 return j + 1, ok, jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, best)
 
-            j, ok, (u, q, qd, _, result) = jax.lax.while_loop(
-                lambda c: search & (c[0] < self.line_search) & ~c[1], attempt,
-                (jnp.zeros((), jnp.int32), jnp.zeros((), bool), (u, q, qd, lin.cost, result)))
+            j, ok, it = jax.lax.while_loop(lambda c: search & (c[0] < self.line_search) & ~c[1], attempt,
+                                           (jnp.zeros((), jnp.int32), jnp.zeros((), bool), it))
             # the regularisation follows the accepted step: down after a full one, up after one
             # of a quarter or less, or none (or gains that are not finite: Q_uu not positive)
             grow = jnp.where(ok & (j <= 2), jnp.where(j == 1, 0.1, 1.0), 10.0)
-            mu = jnp.where(~converged & (it < max_steps), jnp.clip(mu * grow, 1e-12, 1e12), mu)
-            return u, q, qd, result, mu, it + 1, converged
+            mu = jnp.where(~fresh & ~converged & (n < max_steps), jnp.clip(mu * grow, 1e-12, 1e12), mu)
+            start = jax.tree.map(lambda a, b: jnp.where(fresh, a, b), it.rollout, start)
+            return it, mu, jnp.where(fresh, n, n + 1), jnp.zeros((), bool), converged, start
 
         # the last pass (max_steps) only checks convergence
-        init = (stages.u, stages.q, stages.qd, rollout, jnp.asarray(self.damping, dtype), jnp.zeros((), jnp.int32),
-                jnp.zeros((), bool))
-        u, q, qd, result, _, it, converged = jax.lax.while_loop(lambda s: (s[5] <= max_steps) & ~s[6], step, init)
-        return stages.variables(u, q, qd), it - 1, converged, result
+        blank = stages.placeholder()
+        init = (blank, jnp.asarray(self.damping, dtype), jnp.zeros((), jnp.int32), jnp.ones((), bool),
+                jnp.zeros((), bool), blank.rollout)
+        it, _, n, _, converged, start = jax.lax.while_loop(lambda s: (s[2] <= max_steps) & ~s[4], step, init)
+        return stages.variables(it.u, it.q, it.qd), n - 1, converged, it.rollout, start

@@ -68,9 +68,9 @@ class _State(eqx.Module):
 
 
 def _init(problem, transcription, optimiser, method: AugmentedLagrangian, z):
-    if isinstance(optimiser, LevenbergMarquardt):
-        # its first trial is z itself: the first outer step takes z's rollout from it, and the
-        # simulation is not compiled a second time, alone (0.9-1.0 s of the shooting examples)
+    if isinstance(optimiser, (LevenbergMarquardt, FDDP)):
+        # their first pass evaluates z itself: the first outer step takes z's rollout from it, and
+        # the simulation is not compiled a second time, alone (0.9-1.4 s of the shooting examples)
         rollout = jax.tree.map(lambda a: jnp.zeros(a.shape, a.dtype), jax.eval_shape(transcription.rollout, problem, z))
         cost, eq, ineq = jax.eval_shape(problem.residuals, rollout)
         nan = jnp.full((), jnp.nan, cost.dtype)
@@ -104,18 +104,18 @@ def _outer_step(problem, transcription, optimiser, method: AugmentedLagrangian, 
         return merit_and_rollout(z, m)[0]
 
     rollout = None  # LevenbergMarquardt and FDDP return the rollout of their result
-    if isinstance(optimiser, LevenbergMarquardt):
-        z, steps, ok, rollout, start = optimiser.minimise(merit_and_rollout, state.z, m, inner_steps, has_aux=True)
+    if isinstance(optimiser, (LevenbergMarquardt, FDDP)):
+        if isinstance(optimiser, LevenbergMarquardt):
+            z, steps, ok, rollout, start = optimiser.minimise(merit_and_rollout, state.z, m, inner_steps, has_aux=True)
+        else:
+            z, steps, ok, rollout, start = optimiser.minimise(
+                problem, transcription, lambda r: method.residuals(*problem.residuals(r), m), state.z, inner_steps)
         opt_state = None
         cost, eq, ineq = problem.residuals(start)  # the rollout of state.z, missing from _init's state
         first = state.outer_iterations == 0
         state = eqx.tree_at(lambda s: (s.cost, s.violation), state,
                             (jnp.where(first, jnp.sum(cost**2), state.cost),
                              jnp.where(first, violation(eq, ineq), state.violation)))
-    elif isinstance(optimiser, FDDP):
-        z, steps, ok, rollout = optimiser.minimise(
-            problem, transcription, lambda r: method.residuals(*problem.residuals(r), m), state.rollout, inner_steps)
-        opt_state = None
     elif isinstance(optimiser, optax.GradientTransformation):
         def update(carry, _):
             z, s = carry
