@@ -61,7 +61,7 @@ def test_stage_models_match_finite_differences():
     def check(z):
         stages = Stages(problem, shooting, residuals, z)
         u, q, qd = stages.u, stages.q, stages.qd
-        lin = stages.linearise(u, q, qd).lin
+        lin = stages.linearise(u, q, qd)
         ks = jnp.arange(KNOTS - 1)
 
         def end(k, dx):  # the end of interval k from its start moved along dx = (dq, dqd, du_k, du_{k+1})

@@ -19,7 +19,13 @@ regularisation):
 
 1. Linearise every interval at once (``vmap``, forward mode with ``2 nv + 2 nu`` tangents):
    ``dx_{k+1} = A_k dx_k + B_k dw_k + f_{k+1}``, and the residuals' Jacobian on each stage's
-   variables, ``J_k``, giving Gauss–Newton stage models ``g_k = J_k^T r``, ``H_k = J_k^T J_k``.
+   variables, ``J_k``, giving Gauss–Newton stage models ``g_k = J_k^T r``, ``H_k = J_k^T J_k``:
+   once per accepted iterate, carried to the next iteration's convergence test and gains. The
+   first pass evaluates the starting point by a forward pass without a step (3.), so the
+   compiled loop holds the plain simulation once and its linearisation once. (Each trial
+   simulated together with its Jacobian, the loop would hold only the latter: on the
+   free-floating reorientation it compiled in 5.4 s instead of 7.6 s but a rejected trial then
+   costs a Jacobian, and panda's point to point ran 2.5x slower per iteration.)
 2. Backward pass from the terminal stage (``V_{K-1} = (g, H)`` of its residuals), with the gap
    in the value's expansion point, ``V'_x = V_x + V_xx f``:
 
@@ -81,14 +87,14 @@ class Linearisation(NamedTuple):
 
 class Iterate(NamedTuple):
     """An iterate: knot values ``u`` (K, nu), knot states ``q``, ``qd`` (K-1 rows, the last
-    knot's being the last interval's end), the transcription's ``rollout`` of it (with its
-    defects) and its stage models ``lin``."""
+    knot's being the last interval's end), its objective ``cost`` and the transcription's
+    ``rollout`` of it (with its defects)."""
 
     u: jax.Array
     q: jax.Array
     qd: jax.Array
+    cost: jax.Array
     rollout: Rollout
-    lin: Linearisation
 
 
 class Stages:
@@ -132,63 +138,59 @@ class Stages:
         traj = self.problem.simulate(u, integrate_from(self.problem.model, qk, dx[:nv]), qdk + dx[nv:2 * nv], k, 1)
         return (traj.q, traj.qd), (traj.q, traj.qd)
 
-    def linearise(self, u, q, qd) -> Iterate:
-        """The iterate with knot values ``u`` and knot states ``(q, qd)`` (single shooting: the
-        knots where the simulation from ``(q0, qd0)`` passes; multiple shooting: these, gaps
-        open), with its stage models: :meth:`trial` without a step."""
-        zero = jnp.zeros((), u.dtype)
-        gains = (jnp.zeros_like(u[0]), jnp.zeros_like(u[1:]), jnp.zeros((u.shape[0] - 1, self.nu, self.n), u.dtype))
-        return self.trial(u, q, qd, jnp.zeros((q.shape[0], self.n), u.dtype), *gains, zero, keep=True)
+    def linearise(self, u, q, qd) -> Linearisation:
+        """The stage models at ``(u, q, qd)``: every interval linearised at once (``vmap``,
+        forward mode with ``2 nv + 2 nu`` tangents along ``(dq, dqd, du_k, du_{k+1})`` at its
+        start), then :meth:`models`."""
+        zero = jnp.zeros(self.n + self.nu, u.dtype)
+        (Jq, Jqd), (gq, gqd) = jax.vmap(lambda qk, qdk, k: jax.jacfwd(
+            lambda dx: self.interval(u, qk, qdk, k, dx), has_aux=True)(zero))(q, qd, jnp.arange(q.shape[0]))
+        return self.models(u, q, qd, Jq, Jqd, gq, gqd)
 
-    def placeholder(self) -> Iterate:
-        """The starting iterate with zeros for its rollout and stage models (the shapes of
-        :meth:`trial`'s), until a pass evaluates it."""
+    def placeholder(self) -> tuple:
+        """The starting iterate, with zeros for its cost and rollout, and zero stage models (the
+        shapes of :meth:`trial`'s and :meth:`linearise`'s), until a pass evaluates them."""
         K, N, nq, nv, n, dtype = self.problem.knots, self.ts.shape[0], self.q.shape[1], self.nv, self.n, self.u.dtype
         zeros = lambda *shape: jnp.zeros(shape, dtype)  # noqa: E731
         m = n + self.nu
         lin = Linearisation(zeros(), zeros(K - 1, n, m), zeros(K - 1, n), zeros(K - 1, m), zeros(K - 1, m, m),
                             zeros(n), zeros(n, n))
         rollout = Rollout(self.u, Trajectory(ts=self.ts, q=zeros(N, nq), qd=zeros(N, nv)), self.no_defects)
-        return Iterate(self.u, self.q, self.qd, rollout, lin)
+        return Iterate(self.u, self.q, self.qd, zeros(), rollout), lin
 
     def trial(self, u, q, qd, gap, k0, k, K, alpha, keep=False) -> Iterate:
         """The forward pass with step ``alpha`` from the iterate ``(u, q, qd)`` with gaps ``gap``
-        (K-1, n): ``w_k = u_{k+1} + alpha k_k + K_k (x_k' (-) x_k)``, the new state at each knot
-        the simulation of the interval before it less ``(1 - alpha)`` of its old gap (``keep``:
-        the old knot states, gaps open). Each interval is simulated together with its Jacobian
-        (forward mode, ``2 nv + 2 nu`` tangents along ``(dq, dqd, du_k, du_{k+1})`` at its
-        start), so the new iterate comes with its stage models (:meth:`models`) and the program
-        holds the simulation once."""
-        model, nv, nu, n = self.problem.model, self.nv, self.nu, self.n
+        (K-1, n): ``w_k = u_{k+1} + alpha k_k + K_k (x_k' (-) x_k)``, and the new state at each
+        knot the simulation of the interval before it less ``(1 - alpha)`` of its old gap
+        (``keep``, multiple shooting: the old knot states, gaps open; single shooting has none)."""
+        model, nv = self.problem.model, self.nv
         last = jnp.arange(q.shape[0]) == q.shape[0] - 1
-        zero = jnp.zeros(n + nu, u.dtype)
 
         def stage(carry, s):
             qh, qdh, uh = carry
             kk, KK, uk, uk1, qk, qdk, qn, qdn, f, end, i = s
             w = uk1 + alpha * kk + KK @ jnp.concatenate([difference_from(model, qk, qh), qdh - qdk, uh - uk])
-            ui = u.at[i].set(uh).at[i + 1].set(w)
-            (Jq, Jqd), (gq, gqd) = jax.jacfwd(lambda dx: self.interval(ui, qh, qdh, i, dx), has_aux=True)(zero)
+            traj = self.problem.simulate(u.at[i].set(uh).at[i + 1].set(w), qh, qdh, i, 1)
             if self.multiple:  # the next knot state: the interval's end less (1 - alpha) of the old gap
-                q_new = integrate_from(model, qn, difference_from(model, qn, gq[-1]) - (1 - alpha) * f[:nv])
-                qd_new = gqd[-1] - (1 - alpha) * f[nv:2 * nv]
-                q_new, qd_new = (jnp.where(keep & ~end, old, new) for old, new in ((qn, q_new), (qdn, qd_new)))
-                q_new, qd_new = jnp.where(end, gq[-1], q_new), jnp.where(end, gqd[-1], qd_new)
-            else:  # single shooting: no gaps
-                q_new, qd_new = gq[-1], gqd[-1]
-            return (q_new, qd_new, w), (Jq, Jqd, gq, gqd, w)
+                q_new = integrate_from(model, qn, difference_from(model, qn, traj.q[-1]) - (1 - alpha) * f[:nv])
+                qd_new = traj.qd[-1] - (1 - alpha) * f[nv:2 * nv]
+                q_new, qd_new = jnp.where(keep, qn, q_new), jnp.where(keep, qdn, qd_new)
+                q_new, qd_new = jnp.where(end, traj.q[-1], q_new), jnp.where(end, traj.qd[-1], qd_new)
+            else:
+                q_new, qd_new = traj.q[-1], traj.qd[-1]
+            return (q_new, qd_new, w), (traj.q, traj.qd, w)
 
         u0 = u[0] + alpha * k0
-        _, (Jq, Jqd, gq, gqd, w) = jax.lax.scan(stage, (q[0], qd[0], u0), (
+        _, (gq, gqd, w) = jax.lax.scan(stage, (q[0], qd[0], u0), (
             k, K, u[:-1], u[1:], q, qd, jnp.roll(q, -1, 0), jnp.roll(qd, -1, 0), gap, last, jnp.arange(q.shape[0])))
         u = jnp.concatenate([u0[None], w])
-        q, qd = gq[:, 0], gqd[:, 0]
         Xq = jnp.concatenate([gq[:, :-1].reshape(-1, gq.shape[-1]), gq[-1:, -1]])
         Xqd = jnp.concatenate([gqd[:, :-1].reshape(-1, nv), gqd[-1:, -1]])
+        r = self.residual(u, Xq, Xqd)
+        q, qd = gq[:, 0], gqd[:, 0]
         defects = (MultipleShooting.defects(model, q[1:], qd[1:], gq[:-1, -1], gqd[:-1, -1]) if self.multiple
                    else self.no_defects)
-        return Iterate(u, q, qd, Rollout(u, Trajectory(ts=self.ts, q=Xq, qd=Xqd), defects),
-                       self.models(u, q, qd, Jq, Jqd, gq, gqd))
+        return Iterate(u, q, qd, 0.5 * r @ r, Rollout(u, Trajectory(ts=self.ts, q=Xq, qd=Xqd), defects))
 
     def models(self, u, q, qd, Jq, Jqd, gq, gqd) -> Linearisation:
         """The stage models of the iterate ``(u, q, qd)`` from its intervals' grids ``gq``
@@ -234,8 +236,8 @@ class Stages:
         owner = jnp.argmax(state, axis=0)
         stage = jnp.arange(K)[:, None]
         coupled = (state & (stage > owner + 1)) | (jnp.any(J[:, :, :2 * nv] != 0, axis=2) & (stage == owner + 1))
-        # (a trial that diverged has non-finite derivatives, which say nothing of the structure;
-        # the line search rejects it)
+        # (derivatives that are not finite, of a start whose simulation diverged, say nothing of
+        # the structure)
         J = eqx.error_if(J, jnp.any(coupled) & jnp.all(jnp.isfinite(J)), "a cost or constraint couples knots more than one interval apart (e.g. a "
                          "periodicity term): FDDP needs terms local to an interval, a knot or a grid point; solve "
                          "this problem with trajopt.LevenbergMarquardt")
@@ -326,10 +328,10 @@ class FDDP(eqx.Module):
         rtol, atol = (default_tolerance(dtype, 1e-8, 1000) if tol is None else tol for tol in (self.rtol, self.atol))
 
         def step(s):
-            # the first pass (fresh) evaluates the starting point: a trial without a step, whose
-            # rollout and stage models the loop then carries (the program holds one simulation)
-            it, mu, n, fresh, _, start = s
-            lin = it.lin
+            # the first pass (fresh) evaluates the starting point: a trial without a step, then
+            # its stage models; the loop carries them (they are not recomputed for a convergence
+            # check, and no separate program simulates the start)
+            it, lin, mu, n, fresh, _, start = s
             k0, k, K, grad = stages.backward(lin, mu)
             gaps = jnp.max(jnp.abs(lin.gap))
             converged = ~fresh & (gaps <= atol) & (grad <= atol + rtol * jnp.maximum(lin.cost, 1.0))
@@ -341,24 +343,25 @@ class FDDP(eqx.Module):
                 j, _, best = c
                 alpha = jnp.where(fresh, 0.0, 0.5 ** j.astype(dtype))
                 new = stages.trial(it.u, it.q, it.qd, lin.gap, k0, k, K, alpha, keep=fresh)
-                change, model = new.lin.cost - lin.cost, alpha * d1 + 0.5 * alpha**2 * d2
+                change, model = new.cost - lin.cost, alpha * d1 + 0.5 * alpha**2 * d2
                 # a tenth of a predicted decrease; while gaps are open, closing them may cost
                 bound = jnp.where(model < 0, 0.1 * model, jnp.where(gaps > atol, 2.0 * model, 0.0))
-                ok = fresh | (jnp.isfinite(new.lin.cost) & (change <= bound))
+                ok = fresh | (jnp.isfinite(new.cost) & (change <= bound))
                 return j + 1, ok, jax.tree.map(lambda a, b: jnp.where(ok, a, b), new, best)
 
             j, ok, it = jax.lax.while_loop(lambda c: search & (c[0] < self.line_search) & ~c[1], attempt,
                                            (jnp.zeros((), jnp.int32), jnp.zeros((), bool), it))
+            lin = jax.lax.cond(ok, lambda: stages.linearise(it.u, it.q, it.qd), lambda: lin)
             # the regularisation follows the accepted step: down after a full one, up after one
             # of a quarter or less, or none (or gains that are not finite: Q_uu not positive)
             grow = jnp.where(ok & (j <= 2), jnp.where(j == 1, 0.1, 1.0), 10.0)
             mu = jnp.where(~fresh & ~converged & (n < max_steps), jnp.clip(mu * grow, 1e-12, 1e12), mu)
             start = jax.tree.map(lambda a, b: jnp.where(fresh, a, b), it.rollout, start)
-            return it, mu, jnp.where(fresh, n, n + 1), jnp.zeros((), bool), converged, start
+            return it, lin, mu, jnp.where(fresh, n, n + 1), jnp.zeros((), bool), converged, start
 
         # the last pass (max_steps) only checks convergence
-        blank = stages.placeholder()
-        init = (blank, jnp.asarray(self.damping, dtype), jnp.zeros((), jnp.int32), jnp.ones((), bool),
+        blank, lin = stages.placeholder()
+        init = (blank, lin, jnp.asarray(self.damping, dtype), jnp.zeros((), jnp.int32), jnp.ones((), bool),
                 jnp.zeros((), bool), blank.rollout)
-        it, _, n, _, converged, start = jax.lax.while_loop(lambda s: (s[2] <= max_steps) & ~s[4], step, init)
+        it, _, _, n, _, converged, start = jax.lax.while_loop(lambda s: (s[3] <= max_steps) & ~s[5], step, init)
         return stages.variables(it.u, it.q, it.qd), n - 1, converged, it.rollout, start
