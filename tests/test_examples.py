@@ -122,8 +122,8 @@ SCRIPTS = {
     "notebook_identification": (_notebook("identification"), True, ""),
     "swing_up": (_example("swing_up"), True, ""),
     "free_floating_reorientation": (_example("free_floating_reorientation"), True, ""),
-    "free_floating_reorientation_fddp": (_example("free_floating_reorientation_fddp", "--solver", "fddp",
-                                                  script="free_floating_reorientation"), True, ""),
+    "free_floating_reorientation_lm": (_example("free_floating_reorientation_lm", "--solver", "lm",
+                                                script="free_floating_reorientation"), True, ""),
     "stewart_trajectory": (_example("stewart_trajectory"), True, ""),
     "notebook_trajectory_optimisation": (_notebook("trajectory_optimisation"), HAS_MPL, "needs matplotlib"),
     "panda_point_to_point": (_example("panda_point_to_point"), HAS_ERD, "needs example-robot-data"),
@@ -586,7 +586,7 @@ def test_closed_chain_examples(launched):
 #: convergence). Name -> the summary's errors at the horizon.
 TRAJOPT_EXAMPLES = {"swing_up": ("position_error", "velocity_error"),
                     "free_floating_reorientation": ("attitude_error", "velocity_error"),
-                    "free_floating_reorientation_fddp": ("attitude_error", "velocity_error"),
+                    "free_floating_reorientation_lm": ("attitude_error", "velocity_error"),
                     "panda_point_to_point": ("position_error", "velocity_error"),
                     "panda_point_to_point_fddp": ("position_error", "velocity_error")}
 
