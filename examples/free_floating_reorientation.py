@@ -99,6 +99,7 @@ example.record(**convergence(solution, wall), attitude_error=attitude_error, vel
 assert bool(solution.converged), "the optimiser did not converge"
 assert attitude_error <= TOLERANCE and qd_err <= TOLERANCE, "the re-simulation misses the target"
 assert momentum <= 1e-9, "momentum is not conserved"
-example.figure("free_floating_reorientation.png" if FDDP else "free_floating_reorientation_lm.png", dpi=100, draw=lambda plt: solution.plot(
-    problem, title=f"space robot turns its bus by {turned:.1f} deg with its arm: {int(solution.iterations)} "
-                   f"iterations, attitude error {attitude_error:.1e} rad"))
+example.figure("free_floating_reorientation.png" if FDDP else "free_floating_reorientation_lm.png", dpi=100,
+               draw=lambda plt: solution.plot(
+                   problem, title=f"space robot turns its bus by {turned:.1f} deg with its arm: "
+                                  f"{int(solution.iterations)} iterations, attitude error {attitude_error:.1e} rad"))

@@ -238,9 +238,9 @@ class Stages:
         coupled = (state & (stage > owner + 1)) | (jnp.any(J[:, :, :2 * nv] != 0, axis=2) & (stage == owner + 1))
         # (derivatives that are not finite, of a start whose simulation diverged, say nothing of
         # the structure)
-        J = eqx.error_if(J, jnp.any(coupled) & jnp.all(jnp.isfinite(J)), "a cost or constraint couples knots more than one interval apart (e.g. a "
-                         "periodicity term): FDDP needs terms local to an interval, a knot or a grid point; solve "
-                         "this problem with trajopt.LevenbergMarquardt")
+        J = eqx.error_if(J, jnp.any(coupled) & jnp.all(jnp.isfinite(J)), "a cost or constraint couples knots more "
+                         "than one interval apart (e.g. a periodicity term): FDDP needs terms local to an interval, a "
+                         "knot or a grid point; solve this problem with trajopt.LevenbergMarquardt")
         J = J * (owner[None, :] == stage).astype(dtype)[:, :, None]
         J, J_end = J[:-1], J[-1, :, :n]
         return Linearisation(0.5 * r @ r, AB, gap, jnp.einsum("krj,r->kj", J, r), jnp.einsum("kri,krj->kij", J, J),
