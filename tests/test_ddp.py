@@ -142,7 +142,13 @@ def test_one_step_solves_a_linear_quadratic_problem():
     assert bool(converged) and int(steps) == 1, (converged, steps)
     assert_close(u, expected, rtol=1e-10, what="single shooting")
     far = multiple.initial_guess(problem, u0, q=jnp.ones((4, 2)), qd=-jnp.ones((4, 2)))
-    z, steps, converged, rollout, _ = solve(multiple, far)
+    z, steps, converged, rollout, start = solve(multiple, far)
+    # the rollout of the start (FDDP's first pass, a forward pass without a step) is the
+    # transcription's, with its gaps open
+    before = multiple.rollout(problem, far)
+    assert float(jnp.max(jnp.abs(before.defects))) > 0.5  # the gaps are open
+    assert_close(start.trajectory.q, before.trajectory.q, rtol=1e-13, what="start, multiple")
+    assert_close(start.defects, before.defects, rtol=1e-13, what="start's defects")
     assert bool(converged) and int(steps) == 1, (converged, steps)
     assert_close(z.u, expected, rtol=1e-10, what="multiple shooting from an infeasible start")
     assert float(jnp.max(jnp.abs(multiple.rollout(problem, z).defects))) <= 1e-12
