@@ -21,8 +21,8 @@ Solver: single shooting, an augmented Lagrangian around feasibility-driven DDP
 (``trajopt.FDDP``, default: 60 iterations, the lower optimum), or with ``--solver lm``
 around Levenberg–Marquardt (a smaller program to compile, about 220 cheaper steps, an optimum
 12 % costlier). The motion is integrated by 4 Tsit5 steps per knot interval (0.19 s): the
-re-simulation ends within 1e-8 rad and 5e-7 rad/s of the goal; 8 steps take 1.5x as long
-for 1e-9 and 1e-8.
+re-simulation ends within 1e-8 rad and 5e-7 rad/s of the goal; 8 steps end within 2e-10 rad
+and 8e-9 rad/s at the same optimum and take 1.2-1.3x as long.
 
 Run ``python examples/free_floating_reorientation.py [--quick] [--solver fddp|lm] [--out DIR]``
 (``--quick``: a smaller turn with fewer knots). With matplotlib it saves a plot,
