@@ -265,24 +265,27 @@ def test_bounce_to_target_example(launched):
 
 
 def test_quadruped_stand_example(launched):
-    """The quadruped on its feet: base height steady and feet still to 1 mm once settled, the
-    ground carrying its weight (1e-6: what is left of the settling motion), and after a drop
-    from 0.5 m it is back on its feet near its standing height."""
+    """The quadruped on its feet: base height steady and feet still once settled, the ground
+    carrying its weight, and after a drop from 0.5 m it is back on its feet at its standing
+    height. The bounds are what is left of the settling motion in the quick run's second half
+    (measured: height range 1.3e-8 m, slip 1.1e-5 m, load 1.7e-9 relative, standing height
+    reached to 2.6e-7 m, and to 2.6e-10 m after the drop), with a margin of 30-100x; the
+    script's own checks are 1 mm."""
     s = _summary(launched, "quadruped_stand", "quadruped_stand.png")
-    assert s["height_range"] <= 1e-3 and s["feet_slip"] <= 1e-3 and abs(s["load_error"]) <= 1e-6, s
-    assert abs(s["final_height"] - s["standing_height"]) <= 1e-3, s
-    assert abs(s["drop_final_height"] - s["standing_height"]) <= 5e-3 and s["drop_lowest_height"] > 0.3, s
+    assert s["height_range"] <= 1e-6 and s["feet_slip"] <= 1e-4 and abs(s["load_error"]) <= 1e-6, s
+    assert abs(s["final_height"] - s["standing_height"]) <= 1e-5, s
+    assert abs(s["drop_final_height"] - s["standing_height"]) <= 1e-8 and s["drop_lowest_height"] > 0.3, s
 
 
 def test_quadruped_stand_rigid_example(launched):
     """The same with rigid feet (time stepping): they do not sink, so the robot stands at the
     posture's height; the ground carries its weight. (The quick run's second half is still
     settling: 4e-8 m of height and 6e-5 m of slip; over the full run's second half 7e-13 and
-    2e-10 m.)"""
+    2e-10 m. The standing height is reached to 2.9e-7 m, and to 6e-11 m after the drop.)"""
     s = _summary(launched, "quadruped_stand_rigid", "quadruped_stand_rigid.png")
-    assert s["height_range"] <= 1e-6 and s["feet_slip"] <= 1e-3 and abs(s["load_error"]) <= 1e-6, s
-    assert abs(s["final_height"] - s["standing_height"]) <= 1e-3, s
-    assert abs(s["drop_final_height"] - s["standing_height"]) <= 5e-3 and s["drop_lowest_height"] > 0.3, s
+    assert s["height_range"] <= 1e-6 and s["feet_slip"] <= 2e-4 and abs(s["load_error"]) <= 1e-6, s
+    assert abs(s["final_height"] - s["standing_height"]) <= 1e-5, s
+    assert abs(s["drop_final_height"] - s["standing_height"]) <= 1e-8 and s["drop_lowest_height"] > 0.3, s
 
 
 def test_pendulum_energy_example(launched):
