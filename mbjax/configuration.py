@@ -107,9 +107,7 @@ def configuration_rate(model: Model, q, v):
     """
     def rate(g):
         qj, vj = rows(q, g.q), rows(v, g.v)
-        qn = g.joint.normalize(qj)
-        # d/ds integrate(qn, s v) at s = 0
-        _, out = jax.jvp(lambda dv: g.joint.integrate(qn, dv), (jnp.zeros_like(vj),), (vj,))
+        out = g.joint.rate(g.joint.normalize(qj), vj)  # d/ds integrate(qn, s v) at s = 0
         for sl in g.joint.unit_slices:
             out = out.at[:, sl].multiply(jnp.linalg.norm(qj[:, sl], axis=-1, keepdims=True))
         return out

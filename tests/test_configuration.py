@@ -75,6 +75,8 @@ def _manifold_quantities(model, key, v, scale):
         normalized=mbjax.normalize(model, q0 * scale),
         random=qs,
         fk_neutral=mbjax.forward_kinematics(model, neutral),
+        rate=mbjax.configuration_rate(model, q0 * scale, v),
+        rate_of_integrate=jax.jvp(lambda s: mbjax.integrate(model, q0, s * v), (0.0,), (1.0,))[1],
     )
 
 
@@ -127,6 +129,15 @@ def _check_normalize(model, o):
     assert_close(o["normalized"], expected, rtol=1e-15, atol=1e-15, what="normalize")
 
 
+def _check_rate(model, o):
+    # configuration_rate (closed forms for the quaternion joints) is the forward mode of
+    # integrate along v, and proportional to the norm of each unit block of q
+    expected = o["rate_of_integrate"].copy()
+    for a, b in _unit_blocks(model):
+        expected[a:b] *= o["scale"][a]
+    assert_close(o["rate"], expected, rtol=1e-14, atol=1e-14, what="configuration_rate")
+
+
 def _check_random_configurations(model, qs):
     lower, upper = np.asarray(model.lower), np.asarray(model.upper)
     finite = np.isfinite(lower) & np.isfinite(upper)
@@ -160,13 +171,15 @@ def _placements_only(model):
 @given(tree_specs())
 def test_manifold_operations(spec):
     """integrate / difference round trips; neutral is on the manifold and the identity;
-    normalize projects onto the manifold; random_configuration respects finite limits."""
+    normalize projects onto the manifold; configuration_rate is integrate's derivative;
+    random_configuration respects finite limits."""
     models, out = _evaluate_batch(spec)
     for k in range(BATCH):
         model, o = unstack(models, k), unstack(out, k)
         _check_round_trips(model, o)
         _check_neutral(model, o)
         _check_normalize(model, o)
+        _check_rate(model, o)
         _check_random_configurations(model, o["random"])
 
 
