@@ -333,6 +333,11 @@ class Planar(AbstractJoint):
         c2, s2 = _rotate_unit_complex(c, s, w)
         return jnp.stack([x, y, c2, s2], -1)
 
+    def rate(self, q, v):
+        # d/ds of pose * exp(s v): the linear velocity turned into the joint frame, (-sin, cos) w
+        c, s = q[:, 2], q[:, 3]
+        return jnp.stack([c * v[:, 0] - s * v[:, 1], s * v[:, 0] + c * v[:, 1], -s * v[:, 2], c * v[:, 2]], -1)
+
     def difference(self, q0, q1):
         c0, s0 = q0[:, 2], q0[:, 3]
         w = jnp.arctan2(c0 * q1[:, 3] - s0 * q1[:, 2], c0 * q1[:, 2] + s0 * q1[:, 3])
