@@ -166,6 +166,11 @@ def quat_multiply(a, b):
     return jnp.concatenate([w, v], axis=-1)
 
 
+def quat_pure(w):
+    """The quaternion (0, w) of a 3-vector ``w`` (angular velocities in quaternion rates)."""
+    return jnp.concatenate([jnp.zeros_like(w[..., :1]), w], axis=-1)
+
+
 def quat_conjugate(q):
     return q * jnp.array([1.0, -1.0, -1.0, -1.0], dtype=q.dtype)
 

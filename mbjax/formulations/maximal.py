@@ -240,8 +240,8 @@ def _check_supported(model: Model):
 
 def state_derivative(state: MaximalState, r_ddot, omega_dot) -> MaximalState:
     """d/dt of a maximal state given the accelerations: quat_dot = (0, omega) * quat / 2."""
-    w = jnp.concatenate([jnp.zeros_like(state.omega[:, :1]), state.omega], -1)
-    return MaximalState(state.r_dot, 0.5 * spatial.quat_multiply(w, state.quat), r_ddot, omega_dot)
+    return MaximalState(state.r_dot, 0.5 * spatial.quat_multiply(spatial.quat_pure(state.omega), state.quat), r_ddot,
+                        omega_dot)
 
 
 def joint_tables(model: Model):

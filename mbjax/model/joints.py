@@ -230,7 +230,7 @@ class Spherical(AbstractJoint):
     def rate(self, q, v):
         # d/ds q * exp(s v) = q * (0, v / 2), in closed form: the forward mode of quat_exp's
         # small-angle branches at zero made every simulation's program larger
-        return spatial.quat_multiply(q, jnp.concatenate([jnp.zeros_like(v[:, :1]), 0.5 * v], -1))
+        return spatial.quat_multiply(q, spatial.quat_pure(0.5 * v))
 
     def difference(self, q0, q1):
         return spatial.quat_log(spatial.quat_multiply(spatial.quat_conjugate(q0), q1))
