@@ -259,9 +259,13 @@ def test_bounce_to_target_example(launched):
     """The gradient through a bounce equals central differences, and optax's L-BFGS finds the
     throw that reaches the target after one bounce (re-simulated independently)."""
     s = _summary(launched, "bounce_to_target", "bounce_to_target.png")
+    # gradient against central differences (h = 1e-4 through adaptive solves at 1e-12, whose
+    # truncation and step choices bound the agreement: measured 2.3e-6 relative); the miss is
+    # the optimiser's stopping rule (squared miss 1e-10, i.e. 10 µm; measured 8.4e-6 m)
     assert s["gradient_error"] < 1e-5 and s["miss"] < 1e-4 and s["bounces"] == 1, s
-    # the optimiser stops 10 µm from the target; a miss moves with the launch velocity at ~1 s
-    assert s["velocity_error"] < 1e-4 and s["steps"] < 50, s  # measured 2e-6
+    # a miss of 10 µm leaves the launch velocity that far from the reference's, amplified by the
+    # bounce in its vertical component (measured 4.6e-5 m/s): an optimisation result
+    assert s["velocity_error"] < 1e-4 and s["steps"] < 50, s
 
 
 def test_quadruped_stand_example(launched):
