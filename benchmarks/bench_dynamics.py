@@ -18,6 +18,8 @@ XLA's CPU options must be chosen before jax is imported, so this script is a sma
 that never imports jax itself: it re-executes itself once per (dtype, threading, YNN)
 combination with the environment set: ``--xla-threads single`` (the default) sets
 ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false`` and one OpenBLAS/OpenMP/MKL thread;
+``--xla-threads one`` also ``NPROC=1``, which sizes XLA:CPU's own thread pool (the one that
+runs independent kernels of a program side by side) to one thread;
 ``--xla-ynn off`` disables XLA:CPU's YNNPACK fusions.
 
 Usage (from the repository root)::
@@ -26,6 +28,7 @@ Usage (from the repository root)::
     python benchmarks/bench_dynamics.py --dtype float64              # full run, ~5-8 min
     python benchmarks/bench_dynamics.py --dtype both --xla-threads both
     python benchmarks/bench_dynamics.py --robots panda --quantities aba --xla-threads both
+    python benchmarks/bench_dynamics.py --quantities aba rnea crba --xla-threads single one
 
 Each run prints a table and writes
 ``benchmarks/results/<host>_<dtype>_<threads>[_noynn].json``; ``report.py`` renders it as
@@ -48,6 +51,7 @@ HERE = Path(__file__).resolve().parent
 ROBOTS = ["ur5", "panda", "solo12", "talos_reduced"]
 QUANTITIES = ["aba", "aba_closed", "rnea", "crba", "jac"]
 SINGLE_THREAD_FLAG = "--xla_cpu_multi_thread_eigen=false"
+THREADS = ["single", "one", "default"]
 NO_YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type="  # empty list: no YNNPACK fusions
 CHILD_ENV = "MBJAX_BENCH_CHILD"
 
@@ -56,9 +60,11 @@ CHILD_ENV = "MBJAX_BENCH_CHILD"
 def parse_args(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0], formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--dtype", choices=["float64", "float32", "both"], default="float64")
-    p.add_argument("--xla-threads", choices=["single", "default", "both"], default="single",
+    p.add_argument("--xla-threads", nargs="+", choices=THREADS + ["both"], default=["single"],
                    help=f"single: XLA_FLAGS={SINGLE_THREAD_FLAG} and OPENBLAS/OMP/MKL_NUM_THREADS=1; "
-                   "default: XLA's and OpenBLAS's own threading")
+                   "one: single and NPROC=1 (XLA:CPU's thread pool of one thread); "
+                   "default: XLA's and OpenBLAS's own threading; both: single and default. "
+                   "Several: one run each, then each compared with the first")
     p.add_argument("--xla-ynn", choices=["default", "off", "both"], default="default",
                    help=f"off: XLA_FLAGS+={NO_YNN_FLAG}, no YNNPACK fusions (applied by default by jaxlib 0.10 "
                    "on CPU; several times slower on an earlier formulation of aba); results file gets a '_noynn' suffix")
@@ -96,7 +102,7 @@ def xla_flags(threads: str, ynn: str) -> str:
     """The inherited XLA_FLAGS with the threading and YNN flags set as asked."""
     ours = ("--xla_cpu_multi_thread_eigen", "--xla_cpu_experimental_ynn_fusion_type")
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(ours)]
-    if threads == "single":
+    if threads != "default":
         flags.append(SINGLE_THREAD_FLAG)
     if ynn == "off":
         flags.append(NO_YNN_FLAG)
@@ -104,23 +110,28 @@ def xla_flags(threads: str, ynn: str) -> str:
 
 
 def blas_env(threads: str) -> dict:
-    """BLAS/LAPACK threads: one in ``single`` mode, the library's default otherwise.
+    """BLAS/LAPACK threads: one in ``single`` and ``one`` modes, the library's default otherwise;
+    in ``one`` mode also XLA:CPU's thread pool of one thread (``NPROC``, read when jax makes its
+    CPU client).
 
     XLA:CPU calls LAPACK/BLAS (scipy's OpenBLAS) for Cholesky, LU and triangular solves; on a
     small loaded machine OpenBLAS's own threads made one 38 x 38 triangular solve take ~15 ms
     instead of tens of microseconds.
     """
+    if threads == "default":
+        return {}
     names = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS")
-    return {n: "1" for n in names} if threads == "single" else {}
+    return {n: "1" for n in names} | ({"NPROC": "1"} if threads == "one" else {})
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     if os.environ.get(CHILD_ENV):
+        (args.xla_threads,) = args.xla_threads  # the driver passes one mode to each run
         return run(args)
     dtypes = ["float64", "float32"] if args.dtype == "both" else [args.dtype]
-    threads = ["single", "default"] if args.xla_threads == "both" else [args.xla_threads]
+    threads = list(dict.fromkeys(t for x in args.xla_threads for t in (["single", "default"] if x == "both" else [x])))
     ynns = ["default", "off"] if args.xla_ynn == "both" else [args.xla_ynn]
     base = _strip(argv, ("--dtype", "--xla-threads", "--xla-ynn"))
     rc = 0
@@ -134,8 +145,8 @@ def main(argv=None):
     if not args.no_save:
         for d in dtypes:
             for y in ynns:
-                if len(threads) == 2:
-                    compare_runs(args, d, ("single", y), ("default", y), "XLA threading")
+                for t in threads[1:]:
+                    compare_runs(args, d, (threads[0], y), (t, y), "XLA threading")
             for t in threads:
                 if len(ynns) == 2:
                     compare_runs(args, d, (t, "off"), (t, "default"), "YNNPACK fusions")
@@ -143,14 +154,13 @@ def main(argv=None):
 
 
 def _strip(argv, options):
-    """argv without the given options and their values (both ``--opt v`` and ``--opt=v``)."""
+    """argv without the given options and their values (``--opt v ...`` and ``--opt=v``)."""
     out, skip = [], False
     for a in argv:
-        if skip:
-            skip = False
+        if skip and not a.startswith("--"):
             continue
-        if a in options:
-            skip = True
+        skip = a in options
+        if skip:
             continue
         if any(a.startswith(o + "=") for o in options):
             continue
@@ -195,9 +205,8 @@ def run(args):
     if "jax" in sys.modules:
         raise RuntimeError("jax was imported before XLA_FLAGS could be set")
     os.environ["XLA_FLAGS"] = xla_flags(args.xla_threads, args.xla_ynn)  # the driver set it already; be explicit
-    if args.xla_threads == "default":
-        for n in blas_env("single"):
-            os.environ.pop(n, None)
+    for n in blas_env("one"):
+        os.environ.pop(n, None)
     os.environ.update(blas_env(args.xla_threads))
     import gc
     import resource
@@ -602,7 +611,7 @@ def metadata(args, jax, np, pin, mbjax):
             "mbjax": mbjax.__version__, "mbjax_commit": commit, "mbjax_dirty": dirty,
             "mbjax_source_sha256": src.hexdigest()[:16], "mbjax_path": str(Path(mbjax.__file__).resolve().parent), "dtype": args.dtype,
             "xla_threads": args.xla_threads, "xla_ynn": args.xla_ynn, "xla_flags": os.environ.get("XLA_FLAGS", ""),
-            "blas_threads_env": {n: os.environ.get(n) for n in blas_env("single")},
+            "threads_env": {n: os.environ.get(n) for n in blas_env("one")},
             "jax_backend": jax.default_backend(), "args": {k: v for k, v in vars(args).items()},
             "loadavg_start": os.getloadavg(),
             "notes": ["times are per call (single) or per state (vmap rows: batched call time / B)",
