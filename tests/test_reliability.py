@@ -200,13 +200,17 @@ def test_point_mass_on_a_spherical_joint_is_refused():
 
 
 def test_joints_that_move_inertia_load():
-    _wheel(mass=1.0, com=(0, 0.05, 0.01))  # mass off the axis
-    _wheel(mass=1.0, armature=0.01)  # rotor inertia
     b = mbjax.ModelBuilder()  # a massless link carrying a mass
     b.add_body("link", joint="revolute", axis=(0, 1, 0))
     b.add_body("arm", parent="link", joint="revolute", axis=(0, 1, 0), translation=(0, 0, -1), mass=1.0,
                com=(0, 0, -0.5))
-    b.build()
+    models = [_wheel(mass=1.0, com=(0, 0.05, 0.01)),  # mass off the axis
+              _wheel(mass=1.0, armature=0.01),  # rotor inertia
+              b.build()]
+    for model in models:  # accepted because they are not singular: M is positive definite
+        q = mbjax.integrate(model, mbjax.neutral(model), jnp.full(model.nv, 0.3))  # the arm bent, not straight
+        eig = np.linalg.eigvalsh(np.asarray(mbjax.crba(model, q)))
+        assert eig.min() > 1e-6 * eig.max(), (model.name, eig)
 
 
 def test_singular_mass_matrix_raises_in_forward_dynamics():
