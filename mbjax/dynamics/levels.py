@@ -32,6 +32,7 @@ import numpy as np
 from ..kinematics import joint_bias
 from ..model.model import Model
 from ..model.tree import as_index, map_joints, rows, take
+from ..spatial import computed_once
 
 #: states per chunk of a batched call: large enough to amortise XLA:CPU's per-kernel
 #: launch cost, small enough that a chunk's temporaries stay in cache
@@ -120,8 +121,11 @@ def cross_force(a, f):
 
 
 def gather(x, index):
-    """Rows ``index`` (a static or traced integer array) of ``x``."""
-    return jnp.take(x, index, axis=0, mode="clip")
+    """Rows ``index`` (a static or traced integer array) of ``x``; an index past the last row
+    (the padding body ``nb``, the padding coordinate ``nv``) gives zeros. Zeros by the gather's
+    own fill, not by a zero row appended to ``x``: that copy of every joint transform cost
+    talos_reduced's batched ``crba`` 4 % (``benchmarks/README.md``, session 36)."""
+    return jnp.take(x, index, axis=0, mode="fill", fill_value=0)
 
 
 def parent_rows(P, x):
@@ -149,19 +153,14 @@ class Bodies(NamedTuple):
 
 
 class Joints(NamedTuple):
-    """Joint data of every body (a padding row at index nb, or nv for coordinates)."""
+    """Joint data of every body (:func:`gather` gives zeros for the padding index nb, or nv
+    for coordinates)."""
 
-    R: jax.Array  # (nb + 1, 3, 3, C) body pose in its parent (placement * X_J(q))
-    p: jax.Array  # (nb + 1, 3, C)
-    S: jax.Array  # (nv + 1, 6, C) motion subspace rows, child frame
-    cJ: jax.Array | None  # (nb + 1, 6, C) joint velocity-product terms, child frame
-    f_ext: jax.Array | None  # (nb + 1, 6, C) body-frame external wrenches
-
-
-def _pad(x, axis=0):
-    width = [(0, 0)] * x.ndim
-    width[axis] = (0, 1)
-    return jnp.pad(x, width)
+    R: jax.Array  # (nb, 3, 3, C) body pose in its parent (placement * X_J(q))
+    p: jax.Array  # (nb, 3, C)
+    S: jax.Array  # (nv, 6, C) motion subspace rows, child frame
+    cJ: jax.Array | None  # (nb, 6, C) joint velocity-product terms, child frame
+    f_ext: jax.Array | None  # (nb, 6, C) body-frame external wrenches
 
 
 def joints(model: Model, q, qd=None, f_ext=None) -> Joints:
@@ -180,16 +179,16 @@ def joints(model: Model, q, qd=None, f_ext=None) -> Joints:
     R, p, S = map_joints(topo, motion, ("body", "body", "v"))
     cJ = None
     if qd is not None and topo.has_bias:
-        cJ = _pad(over_states(lambda x, y: joint_bias(model, x, y))(q, qd))
-    return Joints(_pad(R), _pad(p), _pad(S), cJ, None if f_ext is None else _pad(f_ext))
+        cJ = over_states(lambda x, y: joint_bias(model, x, y))(q, qd)
+    return Joints(R, p, S, cJ, f_ext)
 
 
 def world_inertia(model: Model, body, R, p):
     """World inertias ``(m, h, I_O)`` ((W, 1, 1), (W, 3, C), (W, 3, 3, C)) of ``body`` (W,) at
     poses (R, p): h = m c, I_O = R I_c R^T + m (|c|^2 E - c c^T) (:func:`mbjax.spatial.world_inertia`)."""
-    m = gather(_pad(model.mass), body)[:, None, None]
-    com = gather(_pad(model.com), body)[..., None]
-    Ib = gather(_pad(model.inertia), body)
+    m = gather(model.mass, body)[:, None, None]
+    com = gather(model.com, body)[..., None]
+    Ib = gather(model.inertia, body)
     Ib = 0.5 * (Ib + jnp.swapaxes(Ib, -1, -2))[..., None]  # only the symmetric part is physical
     c = mv(R, com) + p
     eye = jnp.eye(3, dtype=p.dtype)[:, :, None]
@@ -226,7 +225,7 @@ def bodies(model: Model, jt: Joints, body, dofs, parent, qd=None) -> Bodies:
     inertia = world_inertia(model, body, R, p)
     if qd is None:
         return Bodies(R, p, S, None, None, inertia, None)
-    vJ = mv(T(S), gather(_pad(qd), dofs))
+    vJ = mv(T(S), gather(qd, dofs))
     v = vp + vJ
     c = cross_motion(v, vJ)
     if jt.cJ is not None:
@@ -451,7 +450,7 @@ def run_chunked(kernel, B, xs, chunk=None, minor=True):
     returns one array or a tuple of them."""
     C = min(B, chunk or CHUNK)
     n = -(-B // C)
-    last = lambda x: x if x is None or not minor else jnp.moveaxis(x, 0, -1)  # noqa: E731
+    last = lambda x: x if x is None or not minor else computed_once(jnp.moveaxis(x, 0, -1))  # noqa: E731
     first = lambda y: jnp.moveaxis(y, -1, 0) if minor else y  # noqa: E731
     if n == 1:
         return jax.tree_util.tree_map(first, kernel(*(last(x) for x in xs)))
@@ -461,7 +460,10 @@ def run_chunked(kernel, B, xs, chunk=None, minor=True):
           for x in xs]
     chunks = [None if x is None else x.reshape((n, C) + x.shape[1:]) for x in xs]
 
-    # the inputs of each chunk are transposed inside the loop, while they are in cache. One
+    # the inputs of each chunk are transposed inside the loop, while they are in cache, and
+    # stored (a kernel of their own): fused into their consumers, the transposed reads kept
+    # them from vectorising (the joints' sines and cosines: 14 against 8 ns per joint and
+    # state; talos_reduced's batched rnea and crba 10-15 % faster; session 36). One
     # result is transposed after it, where XLA fuses the transposition with what takes it (the
     # mass matrix's spread); several results (the derivatives' blocks) each inside it, written
     # states first into their own stacked result, which is then the caller's as it is (one
