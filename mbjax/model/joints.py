@@ -140,14 +140,15 @@ class Revolute(AbstractJoint):
     def placed(self, R0, p0, axis, q):
         """R0 X_J = R0 + sin q (R0 K) + (1 - cos q) (R0 K^2), K = [a]x: the products are of the
         model alone, and the states' part is one elementwise kernel."""
-        return _turned(R0, p0, axis[:, 0], *spatial.sincos(q[:, 0]))
+        return _turned(R0, p0, axis[:, 0], *spatial.stored_sincos(q[:, 0]))
 
 
 def _turned(R0, p0, a, s, c):
-    """Placements (R0, p0) turned by angles with sines s and cosines c (n, C) about axes a (n, 3)."""
+    """Placements (R0, p0) turned by angles with sines s and cosines c (n, C) about axes a (n, 3);
+    s and c are read nine times each: stored values, or cheap expressions of them."""
     K = spatial.skew(a)
     A, B = spatial.matmul(R0, K), spatial.matmul(R0, spatial.matmul(K, K))
-    s, c = spatial.computed_once(jnp.stack([s, c]))[:, :, None, None]  # each evaluated once, not nine times
+    s, c = s[:, None, None], c[:, None, None]
     R = R0[..., None] + A[..., None] * s + B[..., None] * (1.0 - c)
     return R, jnp.broadcast_to(p0[..., None], p0.shape + s.shape[-1:])
 
@@ -167,7 +168,8 @@ class Continuous(Revolute):
         return R, jnp.zeros_like(a)
 
     def placed(self, R0, p0, axis, q):
-        c, s = jnp.moveaxis(q / jnp.linalg.norm(q, axis=1, keepdims=True), 1, 0)  # (cos, sin) normalised
+        # (cos, sin) normalised, each evaluated once
+        c, s = spatial.computed_once(jnp.moveaxis(q / jnp.linalg.norm(q, axis=1, keepdims=True), 1, 0))
         return _turned(R0, p0, axis[:, 0], s, c)
 
     def neutral(self):
