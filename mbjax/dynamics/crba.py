@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .. import spatial
 from ..checks import check_state
@@ -12,8 +13,7 @@ from ..kinematics import TreeKinematics, tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
 from .bodies import world_inertias
-from .levels import (body_slots, coordinates, gather, inertia_apply, joints, level_bodies, routed, slots, sweep_up,
-                     to_parents)
+from .levels import coordinates, gather, inertia_apply, joints, level_bodies, routed, sweep_up, to_parents
 from .rnea import rnea_from
 
 
@@ -80,19 +80,21 @@ def crba_kernel(model: Model, q):
     if topo.sweep is None:  # nothing moves
         return jnp.zeros((1, C), dtype)
     b0, rest = level_bodies(model, joints(model, q))
-    S = coordinates(model, b0.S, [b.S for b in rest])
+    mC = jnp.asarray(topo.ancestors.T, dtype) @ model.mass  # composite masses (nb,), independent of q
 
-    def composite(acc, h, IO, P):
+    def momentum(body, h, IO, S):  # F = I^C S for each coordinate of a level's bodies: (W, w, 6, C)
+        return inertia_apply(gather(mC, body)[:, None, None, None], h[:, None], IO[:, None], S)
+
+    def composite(acc, h, IO, S, body, P):
         hC, IOC = h + acc[0], IO + acc[1]
-        return (to_parents(P, hC), to_parents(P, IOC)), (hC, IOC)
+        return (to_parents(P, hC), to_parents(P, IOC)), momentum(body, hC, IOC, S)
 
     zero = lambda W: (jnp.zeros((W, 3, C), dtype), jnp.zeros((W, 3, 3, C), dtype))  # noqa: E731
-    acc, IC = sweep_up(model, composite, zero, [(b.inertia[1], b.inertia[2]) for b in rest])
-    own = b0.inertia[1:]
-    IC0 = own if not rest else (own[0] + acc[0], own[1] + acc[1])
-    at_dofs = lambda i: gather(slots(IC0[i], [x[i] for x in IC]), body_slots(model)[topo.dof_body])  # noqa: E731
-    mC = jnp.asarray(topo.dof_ancestors.T, dtype) @ model.mass
-    F = inertia_apply(mC[:, None, None], at_dofs(0), at_dofs(1), S)
+    acc, F = sweep_up(model, composite, zero, [(b.inertia[1], b.inertia[2], b.S, seg.body)
+                                               for b, seg in zip(rest, topo.sweep.segments)])
+    h0, IO0 = b0.inertia[1:]
+    F0 = momentum(np.asarray(topo.sweep.root.bodies), *((h0, IO0) if not rest else (h0 + acc[0], IO0 + acc[1])), b0.S)
+    F, S = coordinates(model, F0, F), coordinates(model, b0.S, [b.S for b in rest])
     k, l, _ = topo.mass_entries
     # S_l . F_k as a chain of six products, not a reduction: XLA fuses it with the gathers, where
     # its reduction was left to a YNNPACK call (1.4-1.7x slower without YNNPACK's reductions)
