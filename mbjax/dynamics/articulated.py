@@ -56,7 +56,7 @@ def articulated_inertias(model: Model, b0, rest, tau):
     (U, D^-1, u) of the root level, and of the other levels stacked per segment."""
     sw = model.topology.sweep
     C, dtype = tau.shape[-1], tau.dtype
-    arm = model.armature[:, None]
+    tau, arm = jnp.pad(tau, ((0, 1), (0, 0))), jnp.pad(model.armature, (0, 1))[:, None]
     root = sw.root
 
     def backward(acc, inertia, pA, c, S, dofs, pad, P):  # the carry: what the children pass to each slot

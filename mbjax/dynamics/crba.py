@@ -13,7 +13,7 @@ from ..kinematics import TreeKinematics, tree_kinematics
 from ..model.model import Model
 from ..model.tree import take
 from .bodies import world_inertias
-from .levels import coordinates, gather, inertia_apply, joints, level_bodies, routed, sweep_up, to_parents
+from .levels import coordinates, gather, inertia_apply, joints, level_bodies, pad, routed, sweep_up, to_parents
 from .rnea import rnea_from
 
 
@@ -80,7 +80,7 @@ def crba_kernel(model: Model, q):
     if topo.sweep is None:  # nothing moves
         return jnp.zeros((1, C), dtype)
     b0, rest = level_bodies(model, joints(model, q))
-    mC = jnp.asarray(topo.ancestors.T, dtype) @ model.mass  # composite masses (nb,), independent of q
+    mC = pad(jnp.asarray(topo.ancestors.T, dtype) @ model.mass)  # composite masses (nb + 1,), independent of q
 
     def momentum(body, h, IO, S):  # F = I^C S for each coordinate of a level's bodies: (W, w, 6, C)
         return inertia_apply(gather(mC, body)[:, None, None, None], h[:, None], IO[:, None], S)

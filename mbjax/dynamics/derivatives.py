@@ -86,6 +86,7 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
     root = sw.root
     n0 = len(root.bodies)
     if tau is None:
+        qdd = jnp.pad(qdd, ((0, 1), (0, 0)))
         levels_terms = [seg.dofs for seg in sw.segments]
         root_terms = root.dofs
 

@@ -121,11 +121,8 @@ def cross_force(a, f):
 
 
 def gather(x, index):
-    """Rows ``index`` (a static or traced integer array) of ``x``; an index past the last row
-    (the padding body ``nb``, the padding coordinate ``nv``) gives zeros. Zeros by the gather's
-    own fill, not by a zero row appended to ``x``: that copy of every joint transform cost
-    talos_reduced's batched ``crba`` 4 % (``benchmarks/README.md``, session 36)."""
-    return jnp.take(x, index, axis=0, mode="fill", fill_value=0)
+    """Rows ``index`` (a static or traced integer array) of ``x``."""
+    return jnp.take(x, index, axis=0, mode="clip")
 
 
 def parent_rows(P, x):
@@ -153,14 +150,20 @@ class Bodies(NamedTuple):
 
 
 class Joints(NamedTuple):
-    """Joint data of every body (:func:`gather` gives zeros for the padding index nb, or nv
-    for coordinates)."""
+    """Joint data of every body (a padding row at index nb, or nv for coordinates)."""
 
-    R: jax.Array  # (nb, 3, 3, C) body pose in its parent (placement * X_J(q))
-    p: jax.Array  # (nb, 3, C)
-    S: jax.Array  # (nv, 6, C) motion subspace rows, child frame
-    cJ: jax.Array | None  # (nb, 6, C) joint velocity-product terms, child frame
-    f_ext: jax.Array | None  # (nb, 6, C) body-frame external wrenches
+    R: jax.Array  # (nb + 1, 3, 3, C) body pose in its parent (placement * X_J(q))
+    p: jax.Array  # (nb + 1, 3, C)
+    S: jax.Array  # (nv + 1, 6, C) motion subspace rows, child frame
+    cJ: jax.Array | None  # (nb + 1, 6, C) joint velocity-product terms, child frame
+    f_ext: jax.Array | None  # (nb + 1, 6, C) body-frame external wrenches
+
+
+def pad(x, axis=0):
+    """``x`` with a zero row appended along ``axis`` (the padding body or coordinate)."""
+    width = [(0, 0)] * x.ndim
+    width[axis] = (0, 1)
+    return jnp.pad(x, width)
 
 
 def joints(model: Model, q, qd=None, f_ext=None) -> Joints:
@@ -179,16 +182,16 @@ def joints(model: Model, q, qd=None, f_ext=None) -> Joints:
     R, p, S = map_joints(topo, motion, ("body", "body", "v"))
     cJ = None
     if qd is not None and topo.has_bias:
-        cJ = over_states(lambda x, y: joint_bias(model, x, y))(q, qd)
-    return Joints(R, p, S, cJ, f_ext)
+        cJ = pad(over_states(lambda x, y: joint_bias(model, x, y))(q, qd))
+    return Joints(pad(R), pad(p), pad(S), cJ, None if f_ext is None else pad(f_ext))
 
 
 def world_inertia(model: Model, body, R, p):
     """World inertias ``(m, h, I_O)`` ((W, 1, 1), (W, 3, C), (W, 3, 3, C)) of ``body`` (W,) at
     poses (R, p): h = m c, I_O = R I_c R^T + m (|c|^2 E - c c^T) (:func:`mbjax.spatial.world_inertia`)."""
-    m = gather(model.mass, body)[:, None, None]
-    com = gather(model.com, body)[..., None]
-    Ib = gather(model.inertia, body)
+    m = gather(pad(model.mass), body)[:, None, None]
+    com = gather(pad(model.com), body)[..., None]
+    Ib = gather(pad(model.inertia), body)
     Ib = 0.5 * (Ib + jnp.swapaxes(Ib, -1, -2))[..., None]  # only the symmetric part is physical
     c = mv(R, com) + p
     eye = jnp.eye(3, dtype=p.dtype)[:, :, None]
@@ -225,7 +228,7 @@ def bodies(model: Model, jt: Joints, body, dofs, parent, qd=None) -> Bodies:
     inertia = world_inertia(model, body, R, p)
     if qd is None:
         return Bodies(R, p, S, None, None, inertia, None)
-    vJ = mv(T(S), gather(qd, dofs))
+    vJ = mv(T(S), gather(pad(qd), dofs))
     v = vp + vJ
     c = cross_motion(v, vJ)
     if jt.cJ is not None:
@@ -463,7 +466,7 @@ def run_chunked(kernel, B, xs, chunk=None, minor=True):
     # the inputs of each chunk are transposed inside the loop, while they are in cache, and
     # stored (a kernel of their own): fused into their consumers, the transposed reads kept
     # them from vectorising (the joints' sines and cosines: 14 against 8 ns per joint and
-    # state; talos_reduced's batched rnea and crba 10-15 % faster; session 36). One
+    # state; ur5's batched rnea 10 %, talos_reduced's 11 % faster; session 36). One
     # result is transposed after it, where XLA fuses the transposition with what takes it (the
     # mass matrix's spread); several results (the derivatives' blocks) each inside it, written
     # states first into their own stacked result, which is then the caller's as it is (one

@@ -52,7 +52,8 @@ def rnea_kernel(model: Model, q, qd, qdd, f_ext=None):
         return jnp.zeros((0,) + qdd.shape[1:], qdd.dtype)
     b0, rest = level_bodies(model, joints(model, q, qd, f_ext), qd)
     C, dtype = qdd.shape[-1], qdd.dtype
-    arm = model.armature[:, None]
+    qdd = jnp.pad(qdd, ((0, 1), (0, 0)))
+    arm = jnp.pad(model.armature, (0, 1))[:, None]
     root = sw.root
 
     def force(b, a_parent, dofs):
