@@ -59,6 +59,7 @@ def small_chunks(monkeypatch):
     one-state function otherwise), in chunks of 8 states."""
     monkeypatch.setattr(levels, "CHUNK", 8)
     monkeypatch.setattr(levels, "MIN_BATCH", 1)
+    monkeypatch.setattr(levels, "SWEEP_BODIES", 0)
 
 
 def _reference(model, q, qd, x, f_ext):
@@ -224,8 +225,10 @@ def test_random_trees_through_the_sweeps(small_chunks, spec):
 
 
 def test_small_batches_fall_back_to_one_state(model, states, monkeypatch):
-    """Below ``levels.MIN_BATCH`` states a vmap runs the one-state functions (matrix forms),
-    vmapped: the same values as the level sweeps to rounding."""
+    """Below ``levels.min_batch`` states a vmap runs the one-state functions (matrix forms),
+    vmapped: the same values as the level sweeps to rounding. (Here with the threshold at
+    ``levels.MIN_BATCH`` whatever the model's size.)"""
+    monkeypatch.setattr(levels, "SWEEP_BODIES", 0)
     q, qd, x, f_ext = states
     n = levels.MIN_BATCH - 1
     args = (q[:n], qd[:n], x[:n], f_ext[:n])

@@ -21,10 +21,11 @@ TOL = 1e-10
 @pytest.fixture(scope="module", autouse=True)
 def level_sweeps():
     """The evaluation is vmapped over a few states: through the level sweeps, as large batches
-    run (smaller than ``levels.MIN_BATCH`` would fall back to the one-state functions). Module
+    run (smaller than ``levels.min_batch`` would fall back to the one-state functions). Module
     scope, so that it is in place before the module-scoped ``results`` are computed."""
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(levels, "MIN_BATCH", 1)
+        patch.setattr(levels, "SWEEP_BODIES", 0)
         yield
 
 

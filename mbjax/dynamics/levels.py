@@ -39,10 +39,19 @@ from ..spatial import computed_once
 #: (``benchmarks/bench_dynamics.py --chunk`` measures the choice)
 CHUNK = 128
 
-#: smaller batches run the single-state function vmapped: below about 16 states, the level
-#: sweeps' fixed cost per kernel outweighs what the batch-minor layout saves (per state, panda
-#: aba at B = 4: 5.4 us vmapped against 11.5 us in the sweeps; at B = 64: 2.8 against 1.9 us)
+#: smaller batches run the single-state function vmapped: below MIN_BATCH states, or below
+#: SWEEP_BODIES / nbodies of them, the level sweeps' fixed cost per kernel outweighs what the
+#: batch-minor layout saves, the more so the fewer bodies a state has (:func:`min_batch`)
 MIN_BATCH = 16
+#: batched aba, per state, vmapped one-state function against the sweeps (session 36): ur5 (6
+#: bodies) 3.7 / 7.2 us at B = 16, even at 64; panda (9) 5.4 / 8.3 at 16, 3.4 / 3.8 at 32, the
+#: sweeps ahead at 64; solo12 (13) ahead from 32; talos_reduced (33) from 16
+SWEEP_BODIES = 384
+
+
+def min_batch(model: Model) -> int:
+    """The fewest states a vmap runs through the level sweeps."""
+    return max(MIN_BATCH, SWEEP_BODIES // max(model.topology.nbodies, 1))
 
 
 # ----------------------------------------------------------------- batch-minor algebra
@@ -383,7 +392,7 @@ def batch_rule(kernel, single=None, unpack=None):
     single's. Unbatched calls run ``single(model, *states)``, by default the kernel with C = 1
     (on XLA:CPU a few large matrix products can beat the level sweeps for one state).
     ``kernel=None``: a vmap of ``single`` over each chunk instead (states first). A vmap over
-    the model, or over fewer than :data:`MIN_BATCH` states, falls back to a vmap of the single
+    the model, or over fewer than :func:`min_batch` states, falls back to a vmap of the single
     call.
     """
     if single is None:
@@ -399,7 +408,7 @@ def batch_rule(kernel, single=None, unpack=None):
         if _over_models(in_batched):
             return _batched(jax.vmap(single, in_axes=_axes(in_batched))(model, *xs))
         xs = _broadcast(axis_size, xs, in_batched[1:])
-        if axis_size < MIN_BATCH:
+        if axis_size < min_batch(model):
             return _batched(few(model, *xs))
         if kernel is None:
             return _batched(run_chunked(jax.vmap(lambda *ys: single(model, *ys)), axis_size, xs, minor=False))
