@@ -87,24 +87,30 @@ def _notebook(name: str) -> list[str]:
     return ["-c", NOTEBOOK_RUNNER, str(ROOT / "notebooks" / f"{name}.ipynb")]
 
 
+#: why a script is skipped: an optional dependency missing, and what installs it
+NEEDS_ERD = 'needs example-robot-data (pip install -e ".[test]")'
+NEEDS_PIN = 'needs Pinocchio and example-robot-data (pip install -e ".[test]")'
+NEEDS_MUJOCO = 'needs MuJoCo (pip install -e ".[mjcf]" or ".[test]")'
+NEEDS_MPL = 'needs matplotlib (pip install -e ".[plot]" or ".[test]")'
+
 #: name -> (python's arguments, available, why not)
 SCRIPTS = {
-    "quickstart": (_example("quickstart"), HAS_ERD, "needs example-robot-data"),
+    "quickstart": (_example("quickstart"), HAS_ERD, NEEDS_ERD),
     "pendulum_energy": (_example("pendulum_energy"), True, ""),
     "contact_bounce": (_example("contact_bounce"), True, ""),
     "quadruped_stand": (_example("quadruped_stand"), True, ""),
     "quadruped_stand_rigid": (_example("quadruped_stand_rigid", "--contacts", "rigid", script="quadruped_stand"), True, ""),
     "batched_drops": (_example("batched_drops"), True, ""),
-    "ragdoll_fall": (_example("ragdoll_fall"), HAS_MUJOCO, "needs mujoco"),
+    "ragdoll_fall": (_example("ragdoll_fall"), HAS_MUJOCO, NEEDS_MUJOCO),
     "bounce_to_target": (_example("bounce_to_target"), True, ""),
-    "compare_pinocchio": (_example("compare_pinocchio"), HAS_ERD and HAS_PIN, "needs pinocchio and example-robot-data"),
-    "notebook": (_notebook("quickstart"), HAS_ERD, "needs example-robot-data"),
+    "compare_pinocchio": (_example("compare_pinocchio"), HAS_ERD and HAS_PIN, NEEDS_PIN),
+    "notebook": (_notebook("quickstart"), HAS_ERD, NEEDS_ERD),
     "readme": (["-c", README_RUNNER, str(ROOT / "README.md")], True, ""),
-    "notebook_mjcf": (_notebook("mjcf_quickstart"), HAS_MUJOCO, "needs mujoco"),
+    "notebook_mjcf": (_notebook("mjcf_quickstart"), HAS_MUJOCO, NEEDS_MUJOCO),
     "free_floating_loop": (_example("free_floating_loop"), True, ""),
     "free_floating_tracking": (_example("free_floating_tracking"), True, ""),
     "free_floating_planning": (_example("free_floating_planning"), True, ""),
-    "notebook_free_floating": (_notebook("free_floating"), HAS_MPL, "needs matplotlib"),
+    "notebook_free_floating": (_notebook("free_floating"), HAS_MPL, NEEDS_MPL),
     "notebook_batched": (_notebook("batched_simulation"), True, ""),
     "notebook_contacts": (_notebook("contacts"), True, ""),
     "simulate_conservation": (_example("simulate_conservation"), True, ""),
@@ -116,21 +122,21 @@ SCRIPTS = {
     "kane_satellite": (_example("kane_satellite"), True, ""),
     "huang_double_pendulum": (_example("huang_double_pendulum"), True, ""),
     "stewart_platform": (_example("stewart_platform"), True, ""),
-    "identify_panda": (_example("identify_panda"), HAS_ERD and HAS_PIN, "needs pinocchio and example-robot-data"),
+    "identify_panda": (_example("identify_panda"), HAS_ERD and HAS_PIN, NEEDS_PIN),
     "identify_panda_float32": (_example("identify_panda_float32", "--float32", script="identify_panda"),
-                               HAS_ERD and HAS_PIN, "needs pinocchio and example-robot-data"),
+                               HAS_ERD and HAS_PIN, NEEDS_PIN),
     "notebook_identification": (_notebook("identification"), True, ""),
     "swing_up": (_example("swing_up"), True, ""),
     "free_floating_reorientation": (_example("free_floating_reorientation"), True, ""),
     "free_floating_reorientation_lm": (_example("free_floating_reorientation_lm", "--solver", "lm",
                                                 script="free_floating_reorientation"), True, ""),
     "stewart_trajectory": (_example("stewart_trajectory"), True, ""),
-    "notebook_trajectory_optimisation": (_notebook("trajectory_optimisation"), HAS_MPL, "needs matplotlib"),
-    "panda_point_to_point": (_example("panda_point_to_point"), HAS_ERD, "needs example-robot-data"),
+    "notebook_trajectory_optimisation": (_notebook("trajectory_optimisation"), HAS_MPL, NEEDS_MPL),
+    "panda_point_to_point": (_example("panda_point_to_point"), HAS_ERD, NEEDS_ERD),
     "panda_point_to_point_float32": (_example("panda_point_to_point_float32", "--float32",
-                                              script="panda_point_to_point"), HAS_ERD, "needs example-robot-data"),
+                                              script="panda_point_to_point"), HAS_ERD, NEEDS_ERD),
     "panda_point_to_point_fddp": (_example("panda_point_to_point_fddp", "--solver", "fddp",
-                                           script="panda_point_to_point"), HAS_ERD, "needs example-robot-data"),
+                                           script="panda_point_to_point"), HAS_ERD, NEEDS_ERD),
 }
 
 class _Launched:
