@@ -1,6 +1,6 @@
 """How mbjax compiles its entry points, and :func:`jit` for a user's functions of a model.
 
-Three XLA:CPU options (:func:`cpu_options`), set on mbjax's own programs and on the functions
+Four XLA:CPU options (:func:`cpu_options`), set on mbjax's own programs and on the functions
 a user compiles with :func:`jit`:
 
 - **The memory-optimised scheduler.** XLA:CPU runs the kernels of a compiled program on the
@@ -26,6 +26,11 @@ a user compiles with :func:`jit`:
   optimiser's programs had since session 15): the same kernels as the newer fusion emitters'
   for these programs, compiled 20-40 % faster (talos_reduced's batched ``aba``, tracing
   included: 5.8 -> 4.3 s), and ``simulate_batch`` of 1024 states 10 % faster (session 23).
+- **512-bit vectors where the CPU has them** (``xla_cpu_prefer_vector_width=512``; XLA prefers
+  256-bit vectors by default, and a CPU without AVX-512 keeps its own widest). The batch-minor
+  kernels' loops run along the states: on this project's AVX-512 machine batched ``aba``,
+  ``rnea`` and ``crba`` were 10-17 % faster on ur5 to talos_reduced, with bitwise the same
+  results, and single calls unchanged (``benchmarks/README.md``, session 37).
 
 **Models packed into one buffer.** A compiled program takes each array of its arguments as an
 input buffer, and XLA:CPU's call path costs about half a microsecond per buffer: a model passed
@@ -62,21 +67,23 @@ _SCHEDULER = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
 _YNN_DOTS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"}
 #: XLA:CPU's classic loop emitters (also the trajectory optimiser's option)
 CLASSIC_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
+_WIDE_VECTORS = {"xla_cpu_prefer_vector_width": 512}
 
 
 @functools.cache
 def cpu_options() -> dict:
     """The XLA options of mbjax's programs (module docstring), those of them that the installed
     XLA knows (an option it does not know would fail every compilation; XLA's other back ends
-    ignore them). Probed once, on first use."""
-    for options in ({**_SCHEDULER, **_YNN_DOTS, **CLASSIC_EMITTERS}, {**_SCHEDULER, **_YNN_DOTS},
-                    {**_SCHEDULER, **CLASSIC_EMITTERS}, _SCHEDULER):
+    ignore them). Probed once, on first use, one option after the other."""
+    options = {}
+    for option in (_SCHEDULER, _YNN_DOTS, CLASSIC_EMITTERS, _WIDE_VECTORS):
         try:
-            jax.jit(lambda x: x + 1, compiler_options=options).lower(jnp.zeros((), jnp.float32)).compile()
-            return options
+            jax.jit(lambda x: x + 1, compiler_options={**options, **option}).lower(
+                jnp.zeros((), jnp.float32)).compile()
+            options.update(option)
         except Exception:  # noqa: BLE001 - XLA reports an unknown option or value in several ways
             continue
-    return {}
+    return options
 
 
 def __getattr__(name):
