@@ -208,13 +208,22 @@ def joints(model: Model, q, qd=None, f_ext=None) -> Joints:
     return Joints(pad(R), pad(p), pad(S), cJ, None if f_ext is None else pad(f_ext))
 
 
-def world_inertia(model: Model, body, R, p):
-    """World inertias ``(m, h, I_O)`` ((W, 1, 1), (W, 3, C), (W, 3, 3, C)) of ``body`` (W,) at
-    poses (R, p): h = m c, I_O = R I_c R^T + m (|c|^2 E - c c^T) (:func:`mbjax.spatial.world_inertia`)."""
-    m = gather(pad(model.mass), body)[:, None, None]
-    com = gather(pad(model.com), body)[..., None]
-    Ib = gather(pad(model.inertia), body)
-    Ib = 0.5 * (Ib + jnp.swapaxes(Ib, -1, -2))[..., None]  # only the symmetric part is physical
+def body_inertias(model: Model, body):
+    """The inertias ``(m, c, I_c)`` of ``body`` (static indices of any shape; nb, the padding
+    body: zeros) in their body frames, I_c symmetrised (only its symmetric part is physical).
+    Taken once per call, for the levels' bodies stacked, so that the level scans (and the
+    chunks' loop around them) only read them: gathered inside the scans they were three kernels
+    per level and chunk."""
+    Ib = pad(model.inertia)[body]
+    return pad(model.mass)[body], pad(model.com)[body], 0.5 * (Ib + jnp.swapaxes(Ib, -1, -2))
+
+
+def world_inertia(inertia, R, p):
+    """World inertias ``(m, h, I_O)`` ((W, 1, 1), (W, 3, C), (W, 3, 3, C)) of bodies with
+    inertias ``(m, c, I_c)`` (:func:`body_inertias`, (W,), (W, 3), (W, 3, 3)) at poses (R, p):
+    h = m c, I_O = R I_c R^T + m (|c|^2 E - c c^T) (:func:`mbjax.spatial.world_inertia`)."""
+    m, com, Ib = inertia
+    m, com, Ib = m[:, None, None], com[..., None], Ib[..., None]
     c = mv(R, com) + p
     eye = jnp.eye(3, dtype=p.dtype)[:, :, None]
     # R I_c R^T by two products: reductions, which XLA stores once, where the elementwise form of
@@ -236,9 +245,10 @@ def inertia_apply(m, h, IO, x):
     return jnp.concatenate([m * v - cross(h, w), cross(h, v) + mv(IO, w)], -2)
 
 
-def bodies(model: Model, jt: Joints, body, dofs, parent, qd=None) -> Bodies:
-    """Body terms of one level (body (W,), dofs (W, w)) from its parents' poses and velocities
-    ``parent = (R, p, v)`` (each (W, ...), already gathered; the world for the roots).
+def bodies(model: Model, jt: Joints, body, dofs, inertia, parent, qd=None) -> Bodies:
+    """Body terms of one level (body (W,), dofs (W, w), their :func:`body_inertias`) from its
+    parents' poses and velocities ``parent = (R, p, v)`` (each (W, ...), already gathered; the
+    world for the roots).
 
     v = v_parent + S qd,  c = v x (S qd) + Ad(c_J)   (RBDA Sec. 7.3, world coordinates)
     """
@@ -247,7 +257,7 @@ def bodies(model: Model, jt: Joints, body, dofs, parent, qd=None) -> Bodies:
     R = mm(Rp, Rl)
     p = pp + mv(Rp, pl)
     S = transform_motion(R[:, None], p[:, None], gather(jt.S, dofs))
-    inertia = world_inertia(model, body, R, p)
+    inertia = world_inertia(inertia, R, p)
     if qd is None:
         return Bodies(R, p, S, None, None, inertia, None)
     vJ = mv(T(S), gather(pad(qd), dofs))
@@ -323,14 +333,16 @@ def level_bodies(model: Model, jt: Joints, qd=None):
     dtype = jt.R.dtype
     root = sw.root
     n0 = len(root.bodies)
-    b0 = bodies(model, jt, np.asarray(root.bodies), root.dofs, root_parent(model, n0, C, dtype), qd)
+    body0 = np.asarray(root.bodies)
+    b0 = bodies(model, jt, body0, root.dofs, body_inertias(model, body0), root_parent(model, n0, C, dtype), qd)
 
-    def step(prev, body, dofs, P):
-        b = bodies(model, jt, body, dofs, tuple(parent_rows(P, x) for x in prev), qd)
+    def step(prev, body, dofs, m, com, Ib, P):
+        b = bodies(model, jt, body, dofs, (m, com, Ib), tuple(parent_rows(P, x) for x in prev), qd)
         return (b.R, b.p, b.v if qd is not None else prev[2]), b
 
     init = (b0.R, b0.p, b0.v if qd is not None else jnp.zeros((n0, 6, C), dtype))
-    return b0, sweep_down(model, step, init, segment_inputs(model, "body", "dofs"))
+    xs = [(seg.body, seg.dofs) + body_inertias(model, seg.body) for seg in sw.segments]
+    return b0, sweep_down(model, step, init, xs)
 
 
 def slots(x0, xs, lead=1):
