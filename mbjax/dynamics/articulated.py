@@ -18,15 +18,16 @@ from .levels import (T, coordinates, dot, gather, inertia_matrix, joints, level_
                      spd_inverse, sweep_down, sweep_up, symmetric_outer, to_parents)
 
 
-def _project(IA, pA, S, tau, armature, pad):
+def _project(IA, pA, S, tau, diagonal):
     """Joint-space quantities of one level (RBDA Table 7.1, lines 11-14).
 
     U_a = I^A S_a,  D = S^T I^A S (+ armature),  u = tau - S^T p^A.
-    Padding rows of S are zero and get D = 1, so they contribute nothing.
+    ``diagonal`` (W, w, 1) is added to D's: the armature, and 1 for the padding rows of S, which
+    are zero, so that they contribute nothing.
     """
     U = mv(IA[:, None], S)  # (W, w, 6, C)
     D = dot(S[:, :, None], U[:, None])  # (W, w, w, C)
-    D = D + jnp.eye(D.shape[1], dtype=D.dtype)[:, :, None] * (armature + pad)[:, :, None]
+    D = D + jnp.eye(D.shape[1], dtype=D.dtype)[:, :, None] * diagonal[:, :, None]
     u = tau - dot(S, pA[:, None])
     return U, spd_inverse(D), u
 
@@ -59,21 +60,22 @@ def articulated_inertias(model: Model, b0, rest, tau):
     tau, arm = jnp.pad(tau, ((0, 1), (0, 0))), jnp.pad(model.armature, (0, 1))[:, None]
     root = sw.root
 
-    def backward(acc, inertia, pA, c, S, dofs, pad, P):  # the carry: what the children pass to each slot
+    def diagonal(level):  # D's added diagonal (armature, 1 for padding), taken once per call
+        return arm[level.dofs] + jnp.asarray(level.pad, dtype)[..., None]
+
+    def backward(acc, inertia, pA, c, S, dofs, diagonal, P):  # the carry: what the children pass to each slot
         # the body's 6 x 6 inertia built here, where XLA fuses it into the sum (not stored per level)
         IA, pA = inertia_matrix(*inertia) + acc[0], pA + acc[1]
-        U, Dinv, u = _project(IA, pA, S, gather(tau, dofs), gather(arm, dofs), pad[..., None])
+        U, Dinv, u = _project(IA, pA, S, gather(tau, dofs), diagonal)
         Ia, pa = _articulated(IA, pA, c, U, Dinv, u)
         return (to_parents(P, Ia), to_parents(P, pa)), (U, Dinv, u)
 
     zero = lambda W: (jnp.zeros((W, 6, 6, C), dtype), jnp.zeros((W, 6, C), dtype))  # noqa: E731
-    xs = [(b.inertia, b.p_bias, b.c, b.S, seg.dofs, jnp.asarray(seg.pad, dtype))
-          for b, seg in zip(rest, sw.segments)]
+    xs = [(b.inertia, b.p_bias, b.c, b.S, seg.dofs, diagonal(seg)) for b, seg in zip(rest, sw.segments)]
     acc, saved = sweep_up(model, backward, zero, xs)
     IA0 = inertia_matrix(*b0.inertia) + (acc[0] if rest else 0.0)
     pA0 = b0.p_bias + (acc[1] if rest else 0.0)
-    root_terms = _project(IA0, pA0, b0.S, gather(tau, root.dofs), gather(arm, root.dofs),
-                          jnp.asarray(root.pad, dtype)[..., None])
+    root_terms = _project(IA0, pA0, b0.S, gather(tau, root.dofs), diagonal(root))
     return root_terms, saved
 
 

@@ -53,15 +53,15 @@ def rnea_kernel(model: Model, q, qd, qdd, f_ext=None):
     b0, rest = level_bodies(model, joints(model, q, qd, f_ext), qd)
     C, dtype = qdd.shape[-1], qdd.dtype
     qdd = jnp.pad(qdd, ((0, 1), (0, 0)))
-    arm = jnp.pad(model.armature, (0, 1))[:, None]
+    arm = jnp.pad(model.armature, (0, 1))[:, None]  # each level's rows taken once per call
     root = sw.root
 
     def force(b, a_parent, dofs):
         a = a_parent + b.c + mv(T(b.S), gather(qdd, dofs))
         return a, inertia_apply(*b.inertia, a) + b.p_bias
 
-    def torque(b, F, dofs):
-        return dot(b.S, F[:, None]) + gather(arm, dofs) * gather(qdd, dofs)
+    def torque(b, F, dofs, armature):
+        return dot(b.S, F[:, None]) + armature * gather(qdd, dofs)
 
     a0, f0 = force(b0, gravity_acceleration(model)[None, :, None], root.dofs)
     rest = [b._replace(R=None, p=None, v=None) for b in rest]  # not needed below: keep them out of the loops
@@ -69,13 +69,13 @@ def rnea_kernel(model: Model, q, qd, qdd, f_ext=None):
     f = sweep_down(model, lambda a_prev, b, dofs, P: force(b, parent_rows(P, a_prev), dofs), a0,
                    [(b,) + d for b, d in zip(rest, dofs)])
 
-    def backward(acc, b, f, dofs, P):
+    def backward(acc, b, f, dofs, armature, P):
         F = f + acc
-        return to_parents(P, F), torque(b, F, dofs)
+        return to_parents(P, F), torque(b, F, dofs, armature)
 
     zero = lambda W: jnp.zeros((W, 6, C), dtype)  # noqa: E731
-    acc, taus = sweep_up(model, backward, zero, [(b, x) + d for b, x, d in zip(rest, f, dofs)])
-    return coordinates(model, torque(b0, f0 + (acc if rest else 0.0), root.dofs), taus)
+    acc, taus = sweep_up(model, backward, zero, [(b, x) + d + (arm[d[0]],) for b, x, d in zip(rest, f, dofs)])
+    return coordinates(model, torque(b0, f0 + (acc if rest else 0.0), root.dofs, arm[root.dofs]), taus)
 
 
 def _rnea_plain(model: Model, q, qd, qdd, f_ext=None):
