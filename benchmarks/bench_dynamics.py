@@ -453,10 +453,18 @@ def run(args):
             record(name, model, "aba_derivatives single (model arg)",
                    bench(lambda: jax.block_until_ready(f(model, q0, v0, t0_))), pin_jac,
                    note="vs pinocchio.computeABADerivatives")
+            # the public call from Python (compiled with mbjax's options: a plain jax.jit of a
+            # function of the model runs it on XLA's thread pool, mbjax.compilation)
+            record(name, model, "aba_derivatives single (public call)",
+                   bench(lambda: jax.block_until_ready(mbjax.aba_derivatives(model, q0, v0, t0_))), pin_jac,
+                   note="vs pinocchio.computeABADerivatives")
             pin_rnea_jac = pin_loop(pin.computeRNEADerivatives, pin_states)
             f, _ = compile_jit(mbjax.rnea_derivatives, model, q0, v0, t0_, name="rnea_derivatives", robot=name)
             record(name, model, "rnea_derivatives single (model arg)",
                    bench(lambda: jax.block_until_ready(f(model, q0, v0, t0_))), pin_rnea_jac,
+                   note="vs pinocchio.computeRNEADerivatives")
+            record(name, model, "rnea_derivatives single (public call)",
+                   bench(lambda: jax.block_until_ready(mbjax.rnea_derivatives(model, q0, v0, t0_))), pin_rnea_jac,
                    note="vs pinocchio.computeRNEADerivatives")
         if "jac" in args.quantities and not args.quick:  # batched Jacobians: 3-15 s of compilation each
             Bj = args.jac_batch
