@@ -57,8 +57,10 @@ def computed_once(x):
     XLA:CPU fuses elementwise operations into the kernels that consume them and evaluates
     them once per element of the *consumer*: sin(q) feeding the nine entries of a rotation
     matrix is evaluated nine times per joint (most of the cost of a batch's joint transforms).
-    A reduction is never fused into its consumers, so a two-term product with one (exact,
-    signed zeros and non-finite values included) makes XLA evaluate ``x`` once and store it.
+    XLA does not fuse a reduction into elementwise consumers, so a two-term product with one
+    (exact, signed zeros and non-finite values included) makes XLA evaluate ``x`` once and
+    store it. (It may fuse one into a gather: a batch's mass matrices, spread from their
+    entries, gained nothing from it and dropped it in session 37.)
     A product, not a sum with zero: jaxlib 0.10 hands sums to YNNPACK library calls unless
     ``mbjax.jit``'s options say otherwise, and under a plain ``jax.jit`` the sums made
     batched ``crba`` 1.8x slower (session 36).

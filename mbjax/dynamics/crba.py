@@ -113,16 +113,9 @@ def unpack(model: Model, entries, axis: int = -1):
     return jnp.take(entries, model.topology.mass_entries[2], axis=axis)
 
 
-def _spread(model: Model, entries):
-    """M (B, nv, nv) of a batch's entries (B, E + 1), transposed out of the chunks' layout by a
-    kernel of their own first: fused into the spread, the transposed reads cost talos_reduced's
-    batched crba 4 % (session 36)."""
-    return unpack(model, spatial.computed_once(entries))
-
-
 #: the mass matrix without input checks: the matrix form for one state (fewer kernels), the
 #: batch-minor :func:`crba_kernel` when vmapped
-crba_fast = routed(crba_kernel, lambda model, q: mass_matrix_from(model, tree_kinematics(model, q)), _spread)
+crba_fast = routed(crba_kernel, lambda model, q: mass_matrix_from(model, tree_kinematics(model, q)), unpack)
 
 
 @jit

@@ -332,11 +332,6 @@ def _dtype(tree):
     return jax.tree_util.tree_leaves(tree)[0].dtype
 
 
-def segment_inputs(model: Model, *tables):
-    """Per segment, a tuple of the named per-level tables (``"dofs"``, ``"pad"``, ...)."""
-    return [tuple(getattr(seg, t) for t in tables) for seg in model.topology.sweep.segments]
-
-
 def level_bodies(model: Model, jt: Joints, qd=None):
     """Body terms of the root level, then of the other levels stacked per segment
     ((n, W, ...) each) by :func:`sweep_down` (the poses of a level are its parents' composed)."""

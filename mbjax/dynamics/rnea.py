@@ -12,7 +12,7 @@ from ..model.model import Model
 from ..model.tree import take
 from .bodies import body_terms, gravity_acceleration
 from .levels import (T, coordinates, dot, gather, inertia_apply, joints, level_bodies, mv, parent_rows, routed,
-                     segment_inputs, sweep_down, sweep_up, to_parents)
+                     sweep_down, sweep_up, to_parents)
 
 
 def rnea_from(model: Model, tk, q, qd, qdd, f_ext=None):
@@ -65,16 +65,16 @@ def rnea_kernel(model: Model, q, qd, qdd, f_ext=None):
 
     a0, f0 = force(b0, gravity_acceleration(model)[None, :, None], root.dofs)
     rest = [b._replace(R=None, p=None, v=None) for b in rest]  # not needed below: keep them out of the loops
-    dofs = segment_inputs(model, "dofs")
     f = sweep_down(model, lambda a_prev, b, dofs, P: force(b, parent_rows(P, a_prev), dofs), a0,
-                   [(b,) + d for b, d in zip(rest, dofs)])
+                   [(b, seg.dofs) for b, seg in zip(rest, sw.segments)])
 
     def backward(acc, b, f, dofs, armature, P):
         F = f + acc
         return to_parents(P, F), torque(b, F, dofs, armature)
 
     zero = lambda W: jnp.zeros((W, 6, C), dtype)  # noqa: E731
-    acc, taus = sweep_up(model, backward, zero, [(b, x) + d + (arm[d[0]],) for b, x, d in zip(rest, f, dofs)])
+    acc, taus = sweep_up(model, backward, zero, [(b, x, seg.dofs, arm[seg.dofs])
+                                                 for b, x, seg in zip(rest, f, sw.segments)])
     return coordinates(model, torque(b0, f0 + (acc if rest else 0.0), root.dofs, arm[root.dofs]), taus)
 
 
