@@ -41,6 +41,30 @@ def test_non_unit_quaternion_is_refused_inside_jit(floating):
     assert np.all(np.isfinite(mbjax.aba(floating, qn, v, v)))
 
 
+def test_every_unit_block_is_checked():
+    """Quaternions and (cos, sin) pairs anywhere in q, each one alone off the unit sphere, are
+    refused (the checks gather the blocks of each width); a NaN in q is named before them."""
+    b = mbjax.ModelBuilder("blocks")
+    inertia = np.diag([0.1, 0.2, 0.25])
+    b.add_body("base", joint="free", mass=2.0, inertia=inertia)
+    b.add_body("wheel", parent="base", joint="continuous", axis=(0, 1, 0), mass=1.0, inertia=inertia)
+    b.add_body("ball", parent="base", joint="spherical", translation=(0.3, 0, 0), mass=1.0, inertia=inertia)
+    b.add_body("slider", parent="ball", joint="planar", translation=(0.2, 0, 0), mass=1.0, inertia=inertia)
+    b.add_body("knob", parent="slider", joint="continuous", axis=(0, 0, 1), mass=1.0, inertia=inertia)
+    model = b.build()
+    q0, v = mbjax.neutral(model), jnp.zeros(model.nv)
+    f = jax.jit(lambda q: mbjax.aba(model, q, v, v))
+    assert np.all(np.isfinite(f(q0)))
+    topo = model.topology
+    starts = [topo.q_start[i] + sl.start for i, joint in enumerate(topo.joints) for sl in joint.unit_slices]
+    assert len(starts) == 5
+    for start in starts:
+        with pytest.raises(Exception, match="norm is not 1"):
+            jax.block_until_ready(f(q0.at[start].multiply(1.01)))
+    with pytest.raises(Exception, match="q contains NaN"):
+        jax.block_until_ready(f(q0.at[starts[1]].set(jnp.nan).at[starts[2]].set(3.0)))
+
+
 def test_nan_state_is_refused(floating):
     q = mbjax.neutral(floating)
     v = jnp.zeros(floating.nv)
