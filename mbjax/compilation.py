@@ -65,18 +65,24 @@ from jax._src import core
 
 _SCHEDULER = {"xla_cpu_scheduler_type": "CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"}
 _YNN_DOTS = {"xla_cpu_experimental_ynn_fusion_type": "LIBRARY_FUSION_TYPE_DOT"}
+_NO_YNN = {"xla_cpu_experimental_ynn_fusion_type": ""}
 #: XLA:CPU's classic loop emitters (also the trajectory optimiser's option)
 CLASSIC_EMITTERS = {"xla_cpu_use_fusion_emitters": False}
 _WIDE_VECTORS = {"xla_cpu_prefer_vector_width": 512}
 
+#: one state of a model with fewer coordinates than this runs without YNNPACK
+#: (:func:`single_state_options`)
+YNN_MIN_NV = 32
 
-@functools.cache
-def cpu_options() -> dict:
-    """The XLA options of mbjax's programs (module docstring), those of them that the installed
-    XLA knows (an option it does not know would fail every compilation; XLA's other back ends
-    ignore them). Probed once, on first use, one option after the other."""
+
+def _probed(candidates, requires=()) -> dict:
+    """The options of ``candidates`` that the installed XLA accepts, added one after the other
+    (an option it does not know would fail every compilation; XLA's other back ends ignore
+    them). ``requires``: pairs (option, option it needs), the first kept only with the second."""
     options = {}
-    for option in (_SCHEDULER, _YNN_DOTS, CLASSIC_EMITTERS, _WIDE_VECTORS):
+    for option in candidates:
+        if any(option is a and not options.items() >= b.items() for a, b in requires):
+            continue
         try:
             jax.jit(lambda x: x + 1, compiler_options={**options, **option}).lower(
                 jnp.zeros((), jnp.float32)).compile()
@@ -86,22 +92,40 @@ def cpu_options() -> dict:
     return options
 
 
+@functools.cache
+def cpu_options() -> dict:
+    """The XLA options of mbjax's programs (module docstring), those of them that the installed
+    XLA knows, probed once, on first use. The 512-bit vectors only with YNNPACK's dots: XLA's
+    own matrix products (jaxlib 0.10.2) with 512-bit vectors and
+    ``--xla_cpu_multi_thread_eigen=false`` exhaust memory while compiling some shapes (a
+    (17, 17) by (17, 13) float64 product: ``std::bad_alloc``)."""
+    return _probed((_SCHEDULER, _YNN_DOTS, CLASSIC_EMITTERS, _WIDE_VECTORS), requires=((_WIDE_VECTORS, _YNN_DOTS),))
+
+
+@functools.cache
+def single_state_options() -> dict:
+    """The XLA options of an entry point's program for one state of a model with fewer than
+    :data:`YNN_MIN_NV` coordinates (module docstring): the memory-optimised scheduler, and no
+    YNNPACK (nor wide vectors, see :func:`cpu_options`)."""
+    return _probed((_SCHEDULER, _NO_YNN))
+
+
 def __getattr__(name):
     if name == "CPU_OPTIONS":  # computed on first use: the probe needs a back end
         return cpu_options()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-def _unstaged() -> bool:
-    """Whether no ``jax.jit`` or differentiation traces the current call (a ``jax.vmap`` at
-    the top level may: it batches the compiled program, options and all). JAX's trace context is
-    a private API: a JAX without it gets the plain programs everywhere (correct, only slower)."""
+def _unstaged():
+    """``None`` when a ``jax.jit`` or a differentiation traces the current call; otherwise
+    whether a ``jax.vmap`` at the top level batches it (it batches the compiled program, options
+    and all). JAX's trace context is a private API: a JAX without it gets the plain programs
+    everywhere (correct, only slower)."""
     trace = getattr(getattr(core, "trace_ctx", None), "trace", None)
-    if trace is None:
-        return False
+    batched = False
     while type(trace).__name__ == "BatchTrace":
-        trace = getattr(trace, "parent_trace", None)
-    return type(trace).__name__ == "EvalTrace"
+        trace, batched = getattr(trace, "parent_trace", None), True
+    return batched if type(trace).__name__ == "EvalTrace" else None
 
 
 class _Layout:
@@ -182,49 +206,61 @@ def _unpacking(fun):
     return run
 
 
-def _dispatch(fun, make_fast, plain, make_packed=None):
-    fast = functools.cache(make_fast)  # made on the first call from Python (its options are probed then)
-    packed = None if make_packed is None else functools.cache(make_packed)
+def _dispatch(fun, make_fast, plain, make_packed=None, one_state=False):
+    # each made on its first call from Python (the options are probed then): "one" with
+    # single_state_options, for an entry point of one state (``one_state``), not batched, of
+    # models with fewer than YNN_MIN_NV coordinates; "batch" with cpu_options otherwise
+    options = {"one": single_state_options, "batch": cpu_options}
+    fast = functools.cache(lambda kind: make_fast(options[kind]()))
+    packed = None if make_packed is None else functools.cache(lambda kind: make_packed(options[kind]()))
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
-        if not _unstaged():
+        batched = _unstaged()
+        if batched is None:
             return plain(*args, **kwargs)
+        models = [(i, x) for i, x in enumerate(args) if isinstance(x, _PACKABLE)]
+        kind = "one" if one_state and not batched and all(x.nv < YNN_MIN_NV for _, x in models) else "batch"
         if packed is not None:
             spec, flat = [], list(args)
-            for i, x in enumerate(args):
-                if isinstance(x, _PACKABLE) and (found := _packed(x)) is not None:
+            for i, x in models:
+                if (found := _packed(x)) is not None:
                     spec.append((i, found[0]))
                     flat[i] = found[1]
             if spec:
-                return packed()(tuple(spec), *flat, **kwargs)
-        return fast()(*args, **kwargs)
+                return packed(kind)(tuple(spec), *flat, **kwargs)
+        return fast(kind)(*args, **kwargs)
 
     # no attributes on ``call`` (such as ``fast.lower``): functools.wraps in jax.vmap and jax.jit
     # copies a function's attributes onto its wrappers, which would then lower ``fast``
     return call
 
 
-def jit(fun=None, **kwargs):
+def jit(fun=None, *, one_state=False, **kwargs):
     """``jax.jit(fun, **kwargs)`` compiled with :func:`cpu_options` when called from Python.
 
     For a user's function that takes a model as an argument, e.g.
     ``step = mbjax.jit(lambda model, q, qd, tau: mbjax.aba(model, q, qd, tau))``: on a CPU its
     calls then cost about what they would with the model closed over, and batched dynamics
-    (``mbjax.jit(jax.vmap(...))``) run faster. Inside another transformation it is a plain
-    ``jax.jit``. Usable as a decorator, with or without arguments
-    (``@mbjax.jit(static_argnames="n")``).
+    (``mbjax.jit(jax.vmap(...))``) run faster. ``one_state=True`` says that ``fun`` computes
+    on one state (no ``jax.vmap`` inside): its calls for models with fewer than
+    :data:`YNN_MIN_NV` coordinates are then compiled with :func:`single_state_options`, unless
+    a ``jax.vmap`` batches them. Inside another transformation it is a plain ``jax.jit``.
+    Usable as a decorator, with or without arguments (``@mbjax.jit(static_argnames="n")``).
     """
     if fun is None:
-        return lambda f: jit(f, **kwargs)
+        return lambda f: jit(f, one_state=one_state, **kwargs)
     own = kwargs.pop("compiler_options", None) or {}
-    options = lambda: {**cpu_options(), **own}  # noqa: E731  (probed on the first call)
     # with static arguments of the user's, the plain argument order stays (no packing)
-    packed = None if kwargs else lambda: jax.jit(_unpacking(fun), static_argnums=0, compiler_options=options())
-    return _dispatch(fun, lambda: jax.jit(fun, compiler_options=options(), **kwargs), jax.jit(fun, **kwargs), packed)
+    packed = None if kwargs else lambda options: jax.jit(_unpacking(fun), static_argnums=0,
+                                                         compiler_options={**options, **own})
+    return _dispatch(fun, lambda options: jax.jit(fun, compiler_options={**options, **own}, **kwargs),
+                     jax.jit(fun, **kwargs), packed, one_state)
 
 
-def filter_jit(fun):
+def filter_jit(fun=None, *, one_state=False):
     """The same for ``eqx.filter_jit(fun)`` (entry points with non-array arguments)."""
-    return _dispatch(fun, lambda: eqx.filter_jit(fun, compiler_options=cpu_options()), eqx.filter_jit(fun),
-                     lambda: eqx.filter_jit(_unpacking(fun), compiler_options=cpu_options()))
+    if fun is None:
+        return lambda f: filter_jit(f, one_state=one_state)
+    return _dispatch(fun, lambda options: eqx.filter_jit(fun, compiler_options=options), eqx.filter_jit(fun),
+                     lambda options: eqx.filter_jit(_unpacking(fun), compiler_options=options), one_state)

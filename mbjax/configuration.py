@@ -49,7 +49,7 @@ def neutral(model: Model):
     return jnp.asarray(q, dtype=model.dtype)
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def random_configuration(model: Model, key):
     """A random configuration within the position limits.
 
@@ -61,7 +61,7 @@ def random_configuration(model: Model, key):
                       "q").astype(model.dtype)
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def integrate(model: Model, q, v):
     """``q (+) v``: the configuration reached from q by following the velocity v for unit time."""
     q, v = check_state(model, q, v=v)
@@ -74,7 +74,7 @@ def integrate_from(model: Model, q, v):
     return map_joints(model.topology, lambda g: g.joint.integrate(rows(q, g.q), rows(v, g.v)), "q").astype(q.dtype)
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def difference(model: Model, q0, q1):
     """The velocity v (nv,) with ``integrate(q0, v) == q1``."""
     q0, q1 = check_state(model, q0, q1)
@@ -87,7 +87,7 @@ def difference_from(model: Model, q0, q1):
     return map_joints(model.topology, lambda g: g.joint.difference(rows(q0, g.q), rows(q1, g.q)), "v").astype(q0.dtype)
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def normalize(model: Model, q):
     """Project q onto the manifold: unit quaternions and unit (cos, sin) pairs."""
     q = jnp.asarray(q, model.dtype)

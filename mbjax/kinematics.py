@@ -76,7 +76,7 @@ def tree_kinematics(model: Model, q) -> TreeKinematics:
     return TreeKinematics(R, p, S)
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def forward_kinematics(model: Model, q):
     """Pose of every body in the world.
 
@@ -98,7 +98,7 @@ def frame_placements_from(model: Model, tk: TreeKinematics):
     return spatial.compose(Rb, pb, model.frame_rotation, model.frame_translation)
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def frame_placements(model: Model, q):
     """World pose of every frame: ``(R, p)`` of shapes (nf, 3, 3) and (nf, 3)."""
     q = check_state(model, q)
@@ -118,7 +118,7 @@ def frame_placement(model: Model, q, frame):
     return _frame_placement(model, q, frame_id(model, frame))
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def _frame_placement(model, q, f):
     R, p = frame_placements(model, q)
     return take(R, f), take(p, f)
@@ -129,7 +129,7 @@ def body_velocities_from(model: Model, tk: TreeKinematics, qd):
     return jnp.asarray(model.topology.dof_ancestors, qd.dtype) @ (tk.S * qd[:, None])
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def body_velocities(model: Model, q, qd, reference: str = "local"):
     """Spatial velocity of every body (nb, 6), ``(linear, angular)``, in ``reference``."""
     q, qd = check_state(model, q, qd=qd)
@@ -169,7 +169,7 @@ def frame_jacobian(model: Model, q, frame, reference: str = "local_world_aligned
     return _frame_jacobian(model, q, frame_id(model, frame), reference)
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def _frame_jacobian(model, q, f, reference):
     q = check_state(model, q)
     return frame_jacobian_from(model, tree_kinematics(model, q), f, reference)
@@ -184,7 +184,7 @@ def frame_jacobian_time_variation(model: Model, q, qd, frame, reference: str = "
     return _frame_jacobian_time_variation(model, q, qd, frame_id(model, frame), reference)
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def _frame_jacobian_time_variation(model, q, qd, f, reference):
     q, qd = check_state(model, q, qd=qd)
 
@@ -204,7 +204,7 @@ def center_of_mass_from(model: Model, tk: TreeKinematics):
     return jnp.sum(model.mass[:, None] * c, axis=0) / jnp.sum(model.mass)
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def center_of_mass(model: Model, q):
     """Position (3,) of the centre of mass of the whole system, world frame."""
     q = check_state(model, q)

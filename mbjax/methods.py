@@ -110,7 +110,7 @@ def as_dynamics(method) -> Dynamics:
     )
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def forward_dynamics(model: Model, q, qd, tau, f_ext=None, method="aba"):
     """Joint accelerations (nv,) by ``method``: one of :data:`METHODS` or a :class:`mbjax.Dynamics`.
 

@@ -21,7 +21,7 @@ def arm():
 def test_entry_points_equal_plain_jit_everywhere(arm):
     model, q, qd, tau = arm
     plain = jax.jit(mbjax.aba.__wrapped__)(model, q, qd, tau)
-    np.testing.assert_array_equal(mbjax.aba(model, q, qd, tau), plain)  # the same kernels, another order
+    np.testing.assert_allclose(mbjax.aba(model, q, qd, tau), plain, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(jax.jit(mbjax.aba)(model, q, qd, tau), plain, rtol=1e-12, atol=1e-12)
     batched = jax.vmap(mbjax.aba, in_axes=(None, 0, 0, 0))(model, q[None], qd[None], tau[None])
     np.testing.assert_allclose(batched[0], plain, rtol=1e-12, atol=1e-12)
@@ -36,12 +36,35 @@ def test_entry_points_equal_plain_jit_everywhere(arm):
     np.testing.assert_allclose(jax.jit(lambda x: mbjax.forward_kinematics(model, x)[1])(q), p, rtol=1e-14, atol=1e-14)
 
 
+def test_entry_points_choose_their_options(arm):
+    """An entry point's program for one state of a small model is compiled with the single-state
+    options (bitwise the same as a jax.jit with them), a large model's or a batch's with
+    cpu_options."""
+    from mbjax.compilation import YNN_MIN_NV, cpu_options, single_state_options
+
+    model, q, qd, tau = arm
+    assert model.nv < YNN_MIN_NV
+    for options, m, args in ((single_state_options(), model, (q, qd, tau)),
+                             (cpu_options(), mbjax.load_example_robot("talos_reduced"), None)):
+        if args is None:
+            args = (mbjax.random_configuration(m, jax.random.PRNGKey(0)), jnp.ones(m.nv), jnp.ones(m.nv))
+        expected = jax.jit(mbjax.aba.__wrapped__, compiler_options=options)(m, *args)
+        np.testing.assert_array_equal(mbjax.aba(m, *args), expected)
+    batch = [x[None] for x in (q, qd, tau)]
+    expected = jax.jit(jax.vmap(mbjax.aba.__wrapped__, in_axes=(None, 0, 0, 0)), compiler_options=cpu_options())
+    np.testing.assert_array_equal(jax.vmap(mbjax.aba, in_axes=(None, 0, 0, 0))(model, *batch),
+                                  expected(model, *batch))
+    assert single_state_options() != cpu_options()
+
+
 def test_user_jit(arm):
+    from mbjax.compilation import cpu_options
+
     model, q, qd, tau = arm
     f = mbjax.jit(lambda m, q, qd, tau: mbjax.aba(m, q, qd, tau))
-    expected = mbjax.aba(model, q, qd, tau)
+    expected = jax.jit(mbjax.aba.__wrapped__, compiler_options=cpu_options())(model, q, qd, tau)
     np.testing.assert_array_equal(f(model, q, qd, tau), expected)
-    np.testing.assert_array_equal(jax.jit(f)(model, q, qd, tau), expected)  # nested: a plain jit
+    np.testing.assert_allclose(jax.jit(f)(model, q, qd, tau), expected, rtol=1e-12, atol=1e-12)  # a plain jit
     # wrappers of an entry point are wrappers of it, not of its compiled program
     np.testing.assert_array_equal(jax.jit(jax.vmap(f, in_axes=(None, 0, 0, 0))).trace(
         model, q[None], qd[None], tau[None]).lower().compile()(model, q[None], qd[None], tau[None])[0], expected)
@@ -70,7 +93,7 @@ def test_options_reach_top_level_vmaps_only(arm):
     jax.grad(probe)(1.0)
     jax.vmap(jax.grad(probe))(jnp.ones(2))
     jax.jit(jax.vmap(probe))(jnp.ones(2))
-    assert seen == [True, True, False, False, False, False]
+    assert seen == [False, True, None, None, None, None]
     model, q, qd, tau = arm
     qs, qds, taus = (jnp.stack([x, 0.5 * x]) for x in (q, qd, tau))
     qs = jax.vmap(lambda x: mbjax.normalize(model, x))(qs)
@@ -99,6 +122,14 @@ def test_options_probe_leaves_out_an_unknown_option(monkeypatch):
         c.cpu_options.cache_clear()
     assert "xla_cpu_no_such_option" not in probed
     assert probed == {k: v for k, v in known.items() if k != "xla_cpu_use_fusion_emitters"}
+    # without YNNPACK's dots, no 512-bit vectors either (XLA's own dots with them can fail to compile)
+    monkeypatch.setattr(c, "_YNN_DOTS", {"xla_cpu_no_such_option": True})
+    c.cpu_options.cache_clear()
+    try:
+        probed = c.cpu_options()
+    finally:
+        c.cpu_options.cache_clear()
+    assert "xla_cpu_prefer_vector_width" not in probed and "xla_cpu_experimental_ynn_fusion_type" not in probed
 
 
 def test_models_pass_packed(arm):
@@ -111,21 +142,22 @@ def test_models_pass_packed(arm):
 
     model, q, qd, tau = arm
     model = jax.tree.map(lambda x: x + 0.0, model)  # a fresh object of fresh arrays
-    plain = jax.jit(mbjax.aba.__wrapped__)(model, q, qd, tau)
+    one = jax.jit(mbjax.aba.__wrapped__, compiler_options=c.single_state_options())  # the entry point's options
+    plain = one(model, q, qd, tau)
     f_ext = jnp.zeros((model.nbodies, 6)).at[-1, 2].set(3.0)
     np.testing.assert_array_equal(mbjax.aba(model, q, qd, tau), plain)
     assert id(model) in c._PACKED
-    np.testing.assert_array_equal(mbjax.aba(model, q, qd, tau, f_ext=f_ext),
-                                  jax.jit(mbjax.aba.__wrapped__)(model, q, qd, tau, f_ext))
+    np.testing.assert_array_equal(mbjax.aba(model, q, qd, tau, f_ext=f_ext), one(model, q, qd, tau, f_ext))
     # an entry point with static arguments (eqx.filter_jit)
-    np.testing.assert_array_equal(mbjax.integrate(model, q, qd), jax.jit(mbjax.integrate.__wrapped__)(model, q, qd))
+    np.testing.assert_array_equal(mbjax.integrate(model, q, qd), jax.jit(
+        mbjax.integrate.__wrapped__, compiler_options=c.single_state_options())(model, q, qd))
     # NumPy leaves: changed in place, the next call sees the change
     mutable = jax.tree.map(np.array, model)
     before = mbjax.aba(mutable, q, qd, tau)
     assert id(mutable) not in c._PACKED
     mutable.armature[:] += 1.0
     after = mbjax.aba(mutable, q, qd, tau)
-    np.testing.assert_array_equal(after, jax.jit(mbjax.aba.__wrapped__)(mutable, q, qd, tau))
+    np.testing.assert_array_equal(after, one(mutable, q, qd, tau))
     assert not np.array_equal(before, after)
     # models batched by vmap (tracers)
     models = jax.tree.map(lambda x: jnp.stack([x, x]), model)

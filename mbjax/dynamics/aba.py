@@ -72,7 +72,7 @@ def _aba_jvp(primals, tangents):
 aba_from.defjvp(_aba_jvp, symbolic_zeros=True)
 
 
-@jit
+@jit(one_state=True)
 def aba(model: Model, q, qd, tau, f_ext=None):
     """Joint accelerations (nv,) under torques ``tau`` at state (q, qd).
 

@@ -118,7 +118,7 @@ def unpack(model: Model, entries, axis: int = -1):
 crba_fast = routed(crba_kernel, lambda model, q: mass_matrix_from(model, tree_kinematics(model, q)), unpack)
 
 
-@jit
+@jit(one_state=True)
 def crba(model: Model, q):
     """The joint-space mass matrix M(q) (nv, nv), symmetric positive definite.
 

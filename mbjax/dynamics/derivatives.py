@@ -240,7 +240,7 @@ state_derivatives = routed(_rnea_derivatives_kernel, _rnea_derivatives_one)
 _aba_derivatives = routed(_aba_derivatives_kernel, _aba_derivatives_one)
 
 
-@jit
+@jit(one_state=True)
 def rnea_derivatives(model: Model, q, qd, qdd, f_ext=None):
     """Partial derivatives of inverse dynamics tau = ID(q, qd, qdd, f_ext).
 
@@ -254,7 +254,7 @@ def rnea_derivatives(model: Model, q, qd, qdd, f_ext=None):
     return state_derivatives(model, q, qd, qdd, check_external_forces(model, f_ext))
 
 
-@jit
+@jit(one_state=True)
 def aba_derivatives(model: Model, q, qd, tau, f_ext=None):
     """Partial derivatives of forward dynamics qdd = FD(q, qd, tau, f_ext).
 

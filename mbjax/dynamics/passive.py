@@ -8,7 +8,7 @@ from ..configuration import difference_from
 from ..model.model import Model
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def passive_forces(model: Model, q, qd):
     """Generalized forces of the joints' springs and dampers::
 

@@ -87,7 +87,7 @@ def _rnea_plain(model: Model, q, qd, qdd, f_ext=None):
 rnea_fast = routed(rnea_kernel, _rnea_plain)
 
 
-@jit
+@jit(one_state=True)
 def rnea(model: Model, q, qd, qdd, f_ext=None):
     """Joint torques (nv,) that produce the accelerations ``qdd`` at state (q, qd).
 

@@ -17,14 +17,14 @@ from .crba import momentum_matrix_from
 from .rnea import rnea_fast
 
 
-@jit
+@jit(one_state=True)
 def nonlinear_effects(model: Model, q, qd):
     """Bias torques h(q, qd) (nv,): Coriolis, centrifugal and gravity (rnea with qdd = 0)."""
     q, qd = check_state(model, q, qd=qd)
     return rnea_fast(model, q, qd, jnp.zeros_like(qd))
 
 
-@jit
+@jit(one_state=True)
 def generalized_gravity(model: Model, q):
     """Gravity torques g(q) (nv,) (rnea with qd = qdd = 0)."""
     q = check_state(model, q)
@@ -32,7 +32,7 @@ def generalized_gravity(model: Model, q):
     return rnea_fast(model, q, z, z)
 
 
-@jit
+@jit(one_state=True)
 def kinetic_energy(model: Model, q, qd):
     """T = 1/2 sum_i v_i . I_i v_i + 1/2 sum_k armature_k qd_k^2 (= 1/2 qd^T M qd)."""
     q, qd = check_state(model, q, qd=qd)
@@ -42,14 +42,14 @@ def kinetic_energy(model: Model, q, qd):
     return 0.5 * jnp.sum(v * spatial.inertia_apply(*inertia, v)) + 0.5 * jnp.sum(model.armature * qd**2)
 
 
-@jit
+@jit(one_state=True)
 def potential_energy(model: Model, q):
     """V = -sum_i m_i g . c_i (zero at the world origin)."""
     q = check_state(model, q)
     return -jnp.sum(model.mass) * jnp.dot(model.gravity, center_of_mass_from(model, tree_kinematics(model, q)))
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def momentum(model: Model, q, qd, about: str = "world"):
     """Spatial momentum (6,) ``(linear, angular)`` in world axes.
 
@@ -62,7 +62,7 @@ def momentum(model: Model, q, qd, about: str = "world"):
     return _about(model, tk, h, about)
 
 
-@jit
+@jit(one_state=True)
 def center_of_mass_jacobian(model: Model, q):
     """Jacobian (3, nv) of the centre of mass: ``c_dot = J_com @ qd``.
 
@@ -74,7 +74,7 @@ def center_of_mass_jacobian(model: Model, q):
     return momentum_matrix_from(model, tk)[:3] / jnp.sum(model.mass)
 
 
-@jit
+@jit(one_state=True)
 def centroidal_momentum_matrix(model: Model, q):
     """A_G (6, nv) with h_G = A_G qd: momentum about the CoM in world axes (Orin et al. 2013)."""
     q = check_state(model, q)

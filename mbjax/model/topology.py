@@ -163,11 +163,11 @@ class Topology:
     def v_start(self):
         return tuple(int(x) for x in np.cumsum([0] + [j.nv for j in self.joints])[:-1])
 
-    @property
+    @functools.cached_property
     def nq(self):
         return sum(j.nq for j in self.joints)
 
-    @property
+    @functools.cached_property
     def nv(self):
         return sum(j.nv for j in self.joints)
 
