@@ -1,7 +1,7 @@
 """How mbjax compiles its entry points, and :func:`jit` for a user's functions of a model.
 
 Four XLA:CPU options (:func:`cpu_options`), set on mbjax's own programs and on the functions
-a user compiles with :func:`jit`:
+a user compiles with :func:`jit` (one state of a small model gets fewer, see below):
 
 - **The memory-optimised scheduler.** XLA:CPU runs the kernels of a compiled program on the
   calling thread, one after the other, only when its schedule is a chain (every kernel depends
@@ -31,6 +31,18 @@ a user compiles with :func:`jit`:
   kernels' loops run along the states: on this project's AVX-512 machine batched ``aba``,
   ``rnea`` and ``crba`` were 10-17 % faster on ur5 to talos_reduced, with bitwise the same
   results, and single calls unchanged (``benchmarks/README.md``, session 37).
+
+**One state of a small model: no YNNPACK.** An entry point that computes on one state
+(``mbjax.aba(model, q, qd, tau)``, ``rnea``, ``crba``, the derivatives, the kinematics,
+``simulate`` of one trajectory: ``one_state=True`` below) called from Python, not batched, for
+a model with fewer than :data:`YNN_MIN_NV` coordinates, is compiled with
+:func:`single_state_options`: the options above without YNNPACK, whose library calls cost more
+than XLA's own loops on matrices this small (nv by nv, bodies by 6). Interleaved (session 38):
+the public ``aba`` 16.9 -> 15.1 µs on ur5, 21.1 -> 18.6 on solo12 (with the cheaper checks),
+``aba_derivatives`` 10-16 % faster on ur5, panda and solo12, ``simulate`` of panda over 1 s 2.82
+-> 2.37 ms, compile times unchanged. From about 32 coordinates YNNPACK's products win (talos_reduced's
+``aba_derivatives`` 78 against 83 µs without, talos_full's 108 against 117), so larger models
+and batches keep :func:`cpu_options`.
 
 **Models packed into one buffer.** A compiled program takes each array of its arguments as an
 input buffer, and XLA:CPU's call path costs about half a microsecond per buffer: a model passed
@@ -105,9 +117,9 @@ def cpu_options() -> dict:
 @functools.cache
 def single_state_options() -> dict:
     """The XLA options of an entry point's program for one state of a model with fewer than
-    :data:`YNN_MIN_NV` coordinates (module docstring): the memory-optimised scheduler, and no
-    YNNPACK (nor wide vectors, see :func:`cpu_options`)."""
-    return _probed((_SCHEDULER, _NO_YNN))
+    :data:`YNN_MIN_NV` coordinates (module docstring): those of :func:`cpu_options` without
+    YNNPACK (nor, then, the wide vectors)."""
+    return _probed((_SCHEDULER, _NO_YNN, CLASSIC_EMITTERS))
 
 
 def __getattr__(name):

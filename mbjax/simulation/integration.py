@@ -214,7 +214,7 @@ class _Stops:
 STOPS = _Stops()
 
 
-@filter_jit
+@filter_jit(one_state=True)
 def _simulate(model, q0, qd0, t0, t1, tau, method, f_ext, solver, stepsize_controller, rtol, atol, dt0, saveat,
               max_steps, event, adjoint, progress, energy, momentum, residual, stops):
     q0, qd0 = check_state(model, q0, qd=qd0)
