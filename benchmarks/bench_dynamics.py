@@ -20,7 +20,9 @@ combination with the environment set: ``--xla-threads single`` (the default) set
 ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false`` and one OpenBLAS/OpenMP/MKL thread;
 ``--xla-threads one`` also ``NPROC=1``, which sizes XLA:CPU's own thread pool (the one that
 runs independent kernels of a program side by side) to one thread;
-``--xla-ynn off`` disables XLA:CPU's YNNPACK fusions.
+``--xla-ynn off`` disables XLA:CPU's YNNPACK fusions; ``--xla-loops hoisted`` (the default)
+adds mbjax's recommended loop flag (``mbjax.compilation.CPU_FLAGS``: while loops that access
+under 100 MB compiled into one kernel each), ``--xla-loops default`` keeps XLA's 1 KB.
 
 Usage (from the repository root)::
 
@@ -31,7 +33,7 @@ Usage (from the repository root)::
     python benchmarks/bench_dynamics.py --quantities aba rnea crba --xla-threads single one
 
 Each run prints a table and writes
-``benchmarks/results/<host>_<dtype>_<threads>[_noynn].json``; ``report.py`` renders it as
+``benchmarks/results/<host>_<dtype>_<threads>[_noynn][_loops1k].json``; ``report.py`` renders it as
 Markdown. See ``benchmarks/README.md`` for what each column means.
 """
 
@@ -53,6 +55,9 @@ QUANTITIES = ["aba", "aba_closed", "rnea", "crba", "jac"]
 SINGLE_THREAD_FLAG = "--xla_cpu_multi_thread_eigen=false"
 THREADS = ["single", "one", "default"]
 NO_YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type="  # empty list: no YNNPACK fusions
+#: XLA:CPU's small while loops up to 100 MB in one kernel: mbjax.compilation.CPU_FLAGS's backend
+#: option (checked against it in each run)
+LOOPS_FLAG = "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=100000000"
 CHILD_ENV = "MBJAX_BENCH_CHILD"
 
 
@@ -68,6 +73,10 @@ def parse_args(argv=None):
     p.add_argument("--xla-ynn", choices=["default", "off", "both"], default="default",
                    help=f"off: XLA_FLAGS+={NO_YNN_FLAG}, no YNNPACK fusions (applied by default by jaxlib 0.10 "
                    "on CPU; several times slower on an earlier formulation of aba); results file gets a '_noynn' suffix")
+    p.add_argument("--xla-loops", choices=["hoisted", "default", "both"], default="hoisted",
+                   help=f"hoisted: XLA_FLAGS+={LOOPS_FLAG} (mbjax's recommended flags, "
+                   "mbjax.compilation.set_cpu_flags); default: XLA's own threshold of 1 KB; results file gets a "
+                   "'_loops1k' suffix")
     p.add_argument("--quick", action="store_true",
                    help="ur5+panda, B=1024 only, few repeats, no batched Jacobian / closed-over batched aba (smoke test)")
     p.add_argument("--robots", nargs="+", choices=ROBOTS, help="subset of robots (default: all; --quick: ur5 panda)")
@@ -98,14 +107,16 @@ def _hostname():
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in h) or "local"
 
 
-def xla_flags(threads: str, ynn: str) -> str:
-    """The inherited XLA_FLAGS with the threading and YNN flags set as asked."""
-    ours = ("--xla_cpu_multi_thread_eigen", "--xla_cpu_experimental_ynn_fusion_type")
+def xla_flags(threads: str, ynn: str, loops: str) -> str:
+    """The inherited XLA_FLAGS with the threading, YNN and loop flags set as asked."""
+    ours = ("--xla_cpu_multi_thread_eigen", "--xla_cpu_experimental_ynn_fusion_type", "--xla_backend_extra_options")
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(ours)]
     if threads != "default":
         flags.append(SINGLE_THREAD_FLAG)
     if ynn == "off":
         flags.append(NO_YNN_FLAG)
+    if loops == "hoisted":
+        flags.append(LOOPS_FLAG)
     return " ".join(flags)
 
 
@@ -133,23 +144,32 @@ def main(argv=None):
     dtypes = ["float64", "float32"] if args.dtype == "both" else [args.dtype]
     threads = list(dict.fromkeys(t for x in args.xla_threads for t in (["single", "default"] if x == "both" else [x])))
     ynns = ["default", "off"] if args.xla_ynn == "both" else [args.xla_ynn]
-    base = _strip(argv, ("--dtype", "--xla-threads", "--xla-ynn"))
+    loops = ["hoisted", "default"] if args.xla_loops == "both" else [args.xla_loops]
+    base = _strip(argv, ("--dtype", "--xla-threads", "--xla-ynn", "--xla-loops"))
     rc = 0
     for d in dtypes:
         for t in threads:
             for y in ynns:
-                env = dict(os.environ, XLA_FLAGS=xla_flags(t, y), **blas_env(t), **{CHILD_ENV: "1"})
-                cmd = [sys.executable, str(Path(__file__).resolve()), *base, "--dtype", d, "--xla-threads", t, "--xla-ynn", y]
-                print(f"\n=== dtype={d} xla-threads={t} xla-ynn={y}  (XLA_FLAGS={env['XLA_FLAGS']!r}) ===", flush=True)
-                rc |= subprocess.run(cmd, env=env).returncode
+                for lp in loops:
+                    env = dict(os.environ, XLA_FLAGS=xla_flags(t, y, lp), **blas_env(t), **{CHILD_ENV: "1"})
+                    cmd = [sys.executable, str(Path(__file__).resolve()), *base, "--dtype", d, "--xla-threads", t,
+                           "--xla-ynn", y, "--xla-loops", lp]
+                    print(f"\n=== dtype={d} xla-threads={t} xla-ynn={y} xla-loops={lp}  (XLA_FLAGS={env['XLA_FLAGS']!r}) ===",
+                          flush=True)
+                    rc |= subprocess.run(cmd, env=env).returncode
     if not args.no_save:
         for d in dtypes:
-            for y in ynns:
-                for t in threads[1:]:
-                    compare_runs(args, d, (threads[0], y), (t, y), "XLA threading")
-            for t in threads:
-                if len(ynns) == 2:
-                    compare_runs(args, d, (t, "off"), (t, "default"), "YNNPACK fusions")
+            for lp in loops:
+                for y in ynns:
+                    for t in threads[1:]:
+                        compare_runs(args, d, (threads[0], y, lp), (t, y, lp), "XLA threading")
+                for t in threads:
+                    if len(ynns) == 2:
+                        compare_runs(args, d, (t, "off", lp), (t, "default", lp), "YNNPACK fusions")
+            if len(loops) == 2:
+                for t in threads:
+                    for y in ynns:
+                        compare_runs(args, d, (t, y, "default"), (t, y, "hoisted"), "small while loops hoisted")
     return rc
 
 
@@ -168,8 +188,8 @@ def _strip(argv, options):
     return out
 
 
-def results_path(args, dtype, threads, ynn) -> Path:
-    suffix = "_noynn" if ynn == "off" else ""
+def results_path(args, dtype, threads, ynn, loops) -> Path:
+    suffix = ("_noynn" if ynn == "off" else "") + ("_loops1k" if loops == "default" else "")
     return Path(args.out_dir) / f"{args.host}_{dtype}_{threads}{suffix}.json"
 
 
@@ -180,7 +200,7 @@ def compare_runs(args, dtype, base, other, what):
     except FileNotFoundError:
         return
     ref = {(r["robot"], r["quantity"]): r for r in a["timings"]}
-    label = lambda k: f"threads={k[0]},ynn={k[1]}"  # noqa: E731
+    label = lambda k: f"threads={k[0]},ynn={k[1]},loops={k[2]}"  # noqa: E731
     print(f"\n{what}, {dtype}: time with {label(other)} / time with {label(base)}")
     print(f"{'robot':<14} {'quantity':<36} {'base':>12} {'other':>12} {'other/base':>11}")
     for r in b["timings"]:
@@ -204,7 +224,7 @@ def fmt_t(t):
 def run(args):
     if "jax" in sys.modules:
         raise RuntimeError("jax was imported before XLA_FLAGS could be set")
-    os.environ["XLA_FLAGS"] = xla_flags(args.xla_threads, args.xla_ynn)  # the driver set it already; be explicit
+    os.environ["XLA_FLAGS"] = xla_flags(args.xla_threads, args.xla_ynn, args.xla_loops)  # the driver set it already
     for n in blas_env("one"):
         os.environ.pop(n, None)
     os.environ.update(blas_env(args.xla_threads))
@@ -222,12 +242,15 @@ def run(args):
     import mbjax
     from mbjax.robots import EXAMPLE_ROBOTS
 
+    assert LOOPS_FLAG.split("=", 1)[1] == mbjax.compilation.CPU_FLAGS["xla_backend_extra_options"], \
+        "LOOPS_FLAG is not mbjax.compilation.CPU_FLAGS's loop threshold"
     dtype = jnp.float64 if args.dtype == "float64" else jnp.float32
     # what mbjax.jit compiles with (mbjax.compilation): the "(mbjax.jit)" rows
     MBJAX_JIT = partial(jax.jit, compiler_options=mbjax.compilation.CPU_OPTIONS)
     log = partial(print, flush=True)
     meta = metadata(args, jax, np, pin, mbjax)
-    log(f"mbjax benchmark: dtype={args.dtype}, xla-threads={args.xla_threads}, xla-ynn={args.xla_ynn} (XLA_FLAGS={meta['xla_flags']!r}), "
+    log(f"mbjax benchmark: dtype={args.dtype}, xla-threads={args.xla_threads}, xla-ynn={args.xla_ynn}, "
+        f"xla-loops={args.xla_loops} (XLA_FLAGS={meta['xla_flags']!r}), "
         f"jax {jax.__version__} on {jax.devices()[0].platform}, pinocchio {pin.__version__}, "
         f"{meta['cpu']} x{meta['cpu_count']}, load avg {meta['loadavg_start']}")
     timings, compiles, memory, hlo = [], [], [], []
@@ -493,7 +516,7 @@ def run(args):
     meta["wall_s"] = time.perf_counter() - T_START
     print_tables(args, timings, compiles, memory, hlo)
     if not args.no_save:
-        out = results_path(args, args.dtype, args.xla_threads, args.xla_ynn)
+        out = results_path(args, args.dtype, args.xla_threads, args.xla_ynn, args.xla_loops)
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(json.dumps({"meta": meta, "timings": timings, "compile": compiles, "memory": memory, "hlo": hlo},
                                   indent=1, default=_json_default))
@@ -618,7 +641,7 @@ def metadata(args, jax, np, pin, mbjax):
             "jaxlib": jaxlib.__version__, "numpy": np.__version__, "pinocchio": pin.__version__,
             "mbjax": mbjax.__version__, "mbjax_commit": commit, "mbjax_dirty": dirty,
             "mbjax_source_sha256": src.hexdigest()[:16], "mbjax_path": str(Path(mbjax.__file__).resolve().parent), "dtype": args.dtype,
-            "xla_threads": args.xla_threads, "xla_ynn": args.xla_ynn, "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "xla_threads": args.xla_threads, "xla_ynn": args.xla_ynn, "xla_loops": args.xla_loops, "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "threads_env": {n: os.environ.get(n) for n in blas_env("one")},
             "jax_backend": jax.default_backend(), "args": {k: v for k, v in vars(args).items()},
             "loadavg_start": os.getloadavg(),
@@ -631,7 +654,8 @@ def metadata(args, jax, np, pin, mbjax):
 
 
 def print_tables(args, timings, compiles, memory, hlo):
-    print(f"\n== mbjax vs Pinocchio, dtype={args.dtype}, XLA threads={args.xla_threads}, YNN fusions={args.xla_ynn} "
+    print(f"\n== mbjax vs Pinocchio, dtype={args.dtype}, XLA threads={args.xla_threads}, YNN fusions={args.xla_ynn}, "
+          f"loops={args.xla_loops} "
           f"(times per call, or per state for vmap rows; ratio = mbjax / pinocchio of median wall times, ratio(min) of "
           f"fastest repeats, ratio(cpu) of median process CPU times) ==")
     print(f"{'robot':<14} {'dtype':<8} {'quantity':<36} {'mbjax':>12} {'pinocchio':>12} {'ratio':>9} {'ratio(min)':>11} "

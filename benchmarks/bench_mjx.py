@@ -11,8 +11,8 @@ For each model (MJX's own test models: ``humanoid`` (nv 27), ``barkour_v0`` (18)
   then the accelerations mapped back (``mbjax.to_mujoco_acceleration``), so that both return
   MuJoCo's ``qacc``.
 
-Both in float64 (``jax_enable_x64``) with ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false``
-(set below, before jax is imported), interleaved: each repeat times MJX, then mbjax. The
+Both in float64 (``jax_enable_x64``) with mbjax's recommended ``XLA_FLAGS`` unless given
+(``mbjax.compilation.set_cpu_flags``: XLA single-threaded, small while loops hoisted), interleaved: each repeat times MJX, then mbjax. The
 script checks that the two ``qacc`` agree and prints time per state, the ratio mbjax / MJX
 (median and best repeats) and compile times; ``--json`` writes them. mbjax is timed twice: as
 ``jax.jit`` compiles it, and with mbjax's XLA options (``compiler_options=
@@ -26,7 +26,10 @@ import json
 import os
 import time
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+from mbjax.compilation import set_cpu_flags  # noqa: E402  (imports jax, makes no backend)
+
+if "XLA_FLAGS" not in os.environ:  # mbjax's recommended flags unless given
+    set_cpu_flags()
 
 import jax  # noqa: E402
 

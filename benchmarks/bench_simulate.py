@@ -25,11 +25,12 @@ velocities, for 10 s.
    far Backsolve's gradient (optimise-then-discretise, to the solver's tolerance) is from
    RecursiveCheckpoint's (the exact gradient of the discrete solution).
 
-XLA's flags must be set before jax is imported: ``--xla-threads single`` (default) sets
-``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false`` and one BLAS thread. Results go to
-``benchmarks/results/<host>_simulate_<threads>.json``.
+XLA's flags must be set before JAX's first computation: ``--xla-threads single`` (default) sets
+mbjax's recommended ``XLA_FLAGS`` (:func:`mbjax.compilation.set_cpu_flags`: XLA single-threaded,
+small while loops hoisted; ``--xla-loops default`` leaves XLA's own loop threshold) and one BLAS
+thread. Results go to ``benchmarks/results/<host>_simulate_<threads>[_loops1k].json``.
 
-    python benchmarks/bench_simulate.py [--quick] [--xla-threads single|default]
+    python benchmarks/bench_simulate.py [--quick] [--xla-threads single|default] [--xla-loops hoisted|default]
 """
 
 from __future__ import annotations
@@ -50,6 +51,8 @@ SINGLE_THREAD_FLAG = "--xla_cpu_multi_thread_eigen=false"
 def parse_args():
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--xla-threads", choices=["single", "default"], default="single")
+    p.add_argument("--xla-loops", choices=["hoisted", "default"], default="hoisted",
+                   help="with --xla-threads single: hoisted (mbjax.compilation.set_cpu_flags) or XLA's own threshold")
     p.add_argument("--robots", nargs="+", default=["panda", "talos_reduced"])
     p.add_argument("--duration", type=float, default=10.0)
     p.add_argument("--batch-duration", type=float, default=2.0, help="simulated seconds per member in the batch runs")
@@ -61,8 +64,13 @@ def parse_args():
 
 
 ARGS = parse_args()
+if ARGS.xla_threads == "single" and ARGS.xla_loops == "hoisted":
+    from mbjax.compilation import set_cpu_flags
+
+    set_cpu_flags()
 if ARGS.xla_threads == "single":
-    os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + SINGLE_THREAD_FLAG).strip()
+    if SINGLE_THREAD_FLAG not in os.environ.get("XLA_FLAGS", ""):
+        os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + SINGLE_THREAD_FLAG).strip()
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"
 if ARGS.quick:
@@ -256,7 +264,7 @@ def memory_section(results):
 
 
 def main():
-    print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r} (--xla-threads {ARGS.xla_threads}); "
+    print(f"XLA_FLAGS={os.environ.get('XLA_FLAGS', '')!r} (--xla-threads {ARGS.xla_threads}, --xla-loops {ARGS.xla_loops}); "
           f"jax {jax.__version__}, diffrax {diffrax.__version__}, pinocchio {pin.__version__}", flush=True)
     results = dict(meta=dict(host=ARGS.host, platform=platform.platform(), processor=platform.processor(),
                              xla_flags=os.environ.get("XLA_FLAGS", ""), xla_threads=ARGS.xla_threads,
@@ -269,7 +277,8 @@ def main():
     memory_section(results)
     results["meta"]["loadavg_after"] = os.getloadavg()
     if not ARGS.no_save:
-        path = HERE / "results" / f"{ARGS.host}_simulate_{ARGS.xla_threads}{'_quick' if ARGS.quick else ''}.json"
+        loops = "_loops1k" if ARGS.xla_threads == "single" and ARGS.xla_loops == "default" else ""
+        path = HERE / "results" / f"{ARGS.host}_simulate_{ARGS.xla_threads}{loops}{'_quick' if ARGS.quick else ''}.json"
         path.write_text(json.dumps(results, indent=1))
         print(f"wrote {path}")
 

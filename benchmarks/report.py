@@ -26,7 +26,8 @@ def t(x):
 
 
 def label(meta):
-    return f"{meta['dtype']}, XLA threads={meta['xla_threads']}, YNN fusions={meta.get('xla_ynn', 'default')}"
+    return (f"{meta['dtype']}, XLA threads={meta['xla_threads']}, YNN fusions={meta.get('xla_ynn', 'default')}, "
+            f"loops={meta.get('xla_loops', 'default')}")
 
 
 def timing_table(run):

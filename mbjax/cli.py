@@ -11,6 +11,9 @@ springs and dampers, whose drift is the integration error, and the energy they d
 ``mbjax info`` prints a model's sizes, total mass, kinematic tree, joints, their slices of q
 and v, limits and body masses (URDF, MJCF, bundled or example-robot-data models).
 
+``mbjax flags`` prints the ``XLA_FLAGS`` mbjax recommends on CPUs, which the other commands
+set for themselves (:func:`mbjax.compilation.set_cpu_flags`).
+
 All run in float64 (``jax_enable_x64`` is switched on before any model is built).
 """
 
@@ -612,6 +615,13 @@ def cmd_info(args) -> int:
     return 0
 
 
+def cmd_flags(args) -> int:
+    from .compilation import flags_line
+
+    print(flags_line())
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="mbjax", description="mbjax: differentiable rigid multibody dynamics in JAX.",
@@ -689,6 +699,12 @@ def build_parser() -> argparse.ArgumentParser:
     info.add_argument("--joint-order", choices=("file", "pinocchio"), default="file",
                       help="order of the joints in q (default: %(default)s)")
     info.set_defaults(func=cmd_info)
+
+    flags = sub.add_parser("flags", help="print the XLA_FLAGS mbjax recommends on CPUs",
+                           description="Print the XLA_FLAGS mbjax recommends on CPUs (mbjax.compilation.CPU_FLAGS), "
+                                       "for a shell: export XLA_FLAGS=\"$(mbjax flags)\". The other commands set "
+                                       "them themselves.")
+    flags.set_defaults(func=cmd_flags)
     return parser
 
 
@@ -738,5 +754,15 @@ def main(argv=None) -> int:
         return 1
 
 
+def run() -> int:
+    """The ``mbjax`` command (and ``python -m mbjax``): :func:`main` in a process of its own,
+    with mbjax's recommended ``XLA_FLAGS`` (:func:`mbjax.compilation.set_cpu_flags`, which keeps
+    flags already set)."""
+    from .compilation import set_cpu_flags
+
+    set_cpu_flags()
+    return main()
+
+
 if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+    sys.exit(run())

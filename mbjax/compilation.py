@@ -67,6 +67,7 @@ mbjax's entry points (``mbjax.aba(model, q, qd, tau)`` called from Python, ``sim
 from __future__ import annotations
 
 import functools
+import os
 import weakref
 
 import equinox as eqx
@@ -120,6 +121,66 @@ def single_state_options() -> dict:
     :data:`YNN_MIN_NV` coordinates (module docstring): those of :func:`cpu_options` without
     YNNPACK (nor, then, the wide vectors)."""
     return _probed((_SCHEDULER, _NO_YNN, CLASSIC_EMITTERS))
+
+
+#: XLA_FLAGS for mbjax on CPUs (:func:`set_cpu_flags`): Eigen's own thread pool off, and every
+#: while loop that accesses less than 100 MB hoisted into one kernel (XLA's default: 1 KB)
+CPU_FLAGS = {"xla_cpu_multi_thread_eigen": "false",
+             "xla_backend_extra_options": "xla_cpu_small_while_loop_byte_threshold=100000000"}
+
+
+def set_cpu_flags(environ=None) -> str:
+    """Add :data:`CPU_FLAGS` to ``XLA_FLAGS`` (in ``environ``, by default ``os.environ``: this
+    process and the processes it starts), keeping what is there: a flag already set stays as
+    it is, and another backend option is kept beside the loop threshold. Returns the new
+    ``XLA_FLAGS``.
+
+    XLA reads ``XLA_FLAGS`` once, when JAX makes its first backend: call this before JAX's
+    first computation (a ``RuntimeError`` says so if the CPU backend already exists), e.g. at
+    the top of a script, or set the flags in the shell (``python -m mbjax flags`` prints them).
+
+    - ``--xla_cpu_multi_thread_eigen=false``: batched code 1.3-3x faster on a small CPU, and
+      no rare hang of many host callbacks on XLA's pool (docs/errors.md).
+    - Small while loops in one kernel: XLA:CPU runs every kernel of a loop's body as a task of
+      its own (about 0.1 µs each), except in loops that access under a kilobyte, which it
+      compiles into a single function (its ``SmallWhileLoopHoistingPass``). mbjax's batched
+      level sweeps are such loops of a few megabytes (a chunk of 128 states): hoisted, batched
+      ``aba`` ran 25-43 %, ``rnea`` 20-30 %, ``crba`` 20-40 % faster on ur5 to talos_reduced
+      (benchmarks/README.md, session 38). The option is not a compiler option JAX can pass per
+      program (it is a map of XLA's backend options), hence a flag for the whole process.
+    """
+    environ = os.environ if environ is None else environ
+    if environ is os.environ and _backend_made():
+        raise RuntimeError("JAX's backend exists already and has read XLA_FLAGS: call mbjax.compilation."
+                           "set_cpu_flags() before JAX's first computation, or set XLA_FLAGS in the shell "
+                           f"(python -m mbjax flags prints {flags_line()!r})")
+    flags = environ.get("XLA_FLAGS", "").split()
+    for name, value in CPU_FLAGS.items():
+        at = [i for i, f in enumerate(flags) if f.split("=", 1)[0] == f"--{name}"]
+        if not at:
+            flags.append(f"--{name}={value}")
+        elif name == "xla_backend_extra_options":  # a comma-separated list of key=value
+            options = flags[at[0]].split("=", 1)[1].split(",") if "=" in flags[at[0]] else []
+            key = value.split("=", 1)[0]
+            if not any(o.split("=", 1)[0] == key for o in options):
+                flags[at[0]] = f"--{name}=" + ",".join([o for o in options if o] + [value])
+    environ["XLA_FLAGS"] = " ".join(flags)
+    return environ["XLA_FLAGS"]
+
+
+def _backend_made() -> bool:
+    """Whether JAX has made a backend (and so read XLA_FLAGS). A private JAX API: a JAX without
+    it answers no."""
+    try:
+        from jax._src import xla_bridge
+    except ImportError:  # pragma: no cover
+        return False
+    return bool(getattr(xla_bridge, "_backends", None))
+
+
+def flags_line() -> str:
+    """:data:`CPU_FLAGS` as the value of an ``XLA_FLAGS`` setting."""
+    return " ".join(f"--{name}={value}" for name, value in CPU_FLAGS.items())
 
 
 def __getattr__(name):

@@ -2,6 +2,8 @@
 values as a plain jax.jit, called from Python and inside every transformation (JAX refuses
 compiler options on a nested jit, so they must fall back to a plain one there)."""
 
+import os
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -194,3 +196,59 @@ def test_packed_layout_round_trip():
     for x, y in zip(jax.tree.leaves(out), jax.tree.leaves(tree)):
         assert x.dtype == y.dtype and x.shape == y.shape
         np.testing.assert_array_equal(x, y)
+
+
+def test_cpu_flags_hoist_the_level_sweeps(tmp_path):
+    """Importing mbjax makes no JAX backend, so that set_cpu_flags() after the import still
+    reaches XLA: then the batched sweeps' loops are compiled as small calls, with the same
+    accelerations as XLA's own loops; once JAX runs, set_cpu_flags() says it is too late."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "flags.py"
+    script.write_text(
+        "import os, sys\n"
+        "os.environ.pop('XLA_FLAGS', None)\n"
+        "import jax, numpy as np\n"
+        "jax.config.update('jax_enable_x64', True)\n"
+        "import mbjax\n"
+        "from mbjax.compilation import _backend_made, cpu_options, set_cpu_flags\n"
+        "assert not _backend_made()\n"
+        "if sys.argv[1] == 'hoisted':\n"
+        "    print(set_cpu_flags())\n"
+        "model = mbjax.load_bundled('quadruped')\n"
+        "q = jax.vmap(lambda k: mbjax.random_configuration(model, k))(jax.random.split(jax.random.PRNGKey(0), 64))\n"
+        "v = np.linspace(-1, 1, 64 * model.nv).reshape(64, model.nv)\n"
+        "f = jax.jit(jax.vmap(mbjax.aba, in_axes=(None, 0, 0, 0)), compiler_options=cpu_options())\n"
+        "print(f.lower(model, q, v, v).compile().as_text().count('xla_cpu_small_call'))\n"
+        "np.save(sys.argv[2], np.asarray(f(model, q, v, v)))\n"
+        "try:\n"
+        "    set_cpu_flags()\n"
+        "except RuntimeError as e:\n"
+        "    print('late:', e)\n")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = {}
+    for mode in ("hoisted", "default"):
+        run = subprocess.run([sys.executable, str(script), mode, str(tmp_path / f"{mode}.npy")], env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-2000:]
+        out[mode] = run.stdout.splitlines()
+    assert out["hoisted"][0] == mbjax.compilation.flags_line()
+    assert int(out["hoisted"][1]) >= 2 and int(out["default"][0]) == 0  # the level sweeps' scans
+    assert "late: JAX's backend exists already" in out["hoisted"][-1]
+    np.testing.assert_allclose(np.load(tmp_path / "hoisted.npy"), np.load(tmp_path / "default.npy"), rtol=1e-12,
+                               atol=1e-10)
+
+
+def test_cli_prints_the_flags(capsys):
+    from mbjax import cli
+    from mbjax.compilation import set_cpu_flags
+
+    assert cli.main(["flags"]) == 0
+    line = capsys.readouterr().out.strip()
+    assert line == mbjax.compilation.flags_line() and "xla_cpu_small_while_loop_byte_threshold" in line
+    # set_cpu_flags on an environment of its own: kept flags, and the loop option beside another one
+    env = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=true --xla_backend_extra_options=other=1"}
+    assert set_cpu_flags(env) == ("--xla_cpu_multi_thread_eigen=true --xla_backend_extra_options=other=1,"
+                                  "xla_cpu_small_while_loop_byte_threshold=100000000")
+    assert set_cpu_flags(dict(env)) == set_cpu_flags(env)  # idempotent

@@ -15,6 +15,7 @@ from __future__ import annotations
 import equinox as eqx
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from ..checks import check_nonnegative, check_state, default_tolerance
 from ..configuration import integrate_from
@@ -24,7 +25,7 @@ from .closed_chain import check_closures
 from ..kinematics import tree_kinematics
 from .closure_kinematics import jacobian_from, residual_from
 
-_STEPS = 0.5 ** jnp.arange(8.0)  # line-search step sizes
+_STEPS = 0.5 ** np.arange(8.0)  # line-search step sizes (NumPy: importing mbjax makes no JAX backend)
 # orders of magnitude of the residual named in assemble's error messages
 _DECADES = tuple(10.0**k for k in range(-15, 3))
 _MAGNITUDES = ["below 1e-15"] + [f"between {a:.0e} and {b:.0e}" for a, b in zip(_DECADES, _DECADES[1:])] + ["above 1e+02"]
