@@ -115,22 +115,20 @@ def test_options_probe_leaves_out_an_unknown_option(monkeypatch):
     the others kept: the probe tries the combinations in order of preference."""
     import mbjax.compilation as c
 
-    known = c.cpu_options()
-    monkeypatch.setattr(c, "CLASSIC_EMITTERS", {"xla_cpu_no_such_option": False})
-    c.cpu_options.cache_clear()
-    try:
-        probed = c.cpu_options()
-    finally:
+    def probe_without(name):  # cpu_options() with the option ``name`` replaced by an unknown one
+        monkeypatch.setattr(c, name, {"xla_cpu_no_such_option": False})
         c.cpu_options.cache_clear()
+        try:
+            return c.cpu_options()
+        finally:
+            c.cpu_options.cache_clear()
+
+    known = c.cpu_options()
+    probed = probe_without("CLASSIC_EMITTERS")
     assert "xla_cpu_no_such_option" not in probed
     assert probed == {k: v for k, v in known.items() if k != "xla_cpu_use_fusion_emitters"}
     # without YNNPACK's dots, no 512-bit vectors either (XLA's own dots with them can fail to compile)
-    monkeypatch.setattr(c, "_YNN_DOTS", {"xla_cpu_no_such_option": True})
-    c.cpu_options.cache_clear()
-    try:
-        probed = c.cpu_options()
-    finally:
-        c.cpu_options.cache_clear()
+    probed = probe_without("_YNN_DOTS")
     assert "xla_cpu_prefer_vector_width" not in probed and "xla_cpu_experimental_ynn_fusion_type" not in probed
 
 
