@@ -23,6 +23,8 @@ def arm():
 def test_entry_points_equal_plain_jit_everywhere(arm):
     model, q, qd, tau = arm
     plain = jax.jit(mbjax.aba.__wrapped__)(model, q, qd, tau)
+    # other compiler options (single_state_options): the same formulas, other rounding (bitwise
+    # equality with the same options: test_entry_points_choose_their_options)
     np.testing.assert_allclose(mbjax.aba(model, q, qd, tau), plain, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(jax.jit(mbjax.aba)(model, q, qd, tau), plain, rtol=1e-12, atol=1e-12)
     batched = jax.vmap(mbjax.aba, in_axes=(None, 0, 0, 0))(model, q[None], qd[None], tau[None])
