@@ -136,8 +136,9 @@ def set_cpu_flags(environ=None) -> str:
     ``XLA_FLAGS``.
 
     XLA reads ``XLA_FLAGS`` once, when JAX makes its first backend: call this before JAX's
-    first computation (a ``RuntimeError`` says so if the CPU backend already exists), e.g. at
-    the top of a script, or set the flags in the shell (``python -m mbjax flags`` prints them).
+    first computation, e.g. at the top of a script, or set the flags in the shell
+    (``mbjax flags`` prints them). Called again once JAX runs, it changes nothing if the
+    flags are there (a notebook's cell run twice) and raises a ``RuntimeError`` if they are not.
 
     - ``--xla_cpu_multi_thread_eigen=false``: batched code 1.3-3x faster on a small CPU, and
       no rare hang of many host callbacks on XLA's pool (docs/errors.md).
@@ -150,11 +151,8 @@ def set_cpu_flags(environ=None) -> str:
       program (it is a map of XLA's backend options), hence a flag for the whole process.
     """
     environ = os.environ if environ is None else environ
-    if environ is os.environ and _backend_made():
-        raise RuntimeError("JAX's backend exists already and has read XLA_FLAGS: call mbjax.compilation."
-                           "set_cpu_flags() before JAX's first computation, or set XLA_FLAGS in the shell "
-                           f"(python -m mbjax flags prints {flags_line()!r})")
-    flags = environ.get("XLA_FLAGS", "").split()
+    before = environ.get("XLA_FLAGS", "")
+    flags = before.split()
     for name, value in CPU_FLAGS.items():
         at = [i for i, f in enumerate(flags) if f.split("=", 1)[0] == f"--{name}"]
         if not at:
@@ -164,8 +162,13 @@ def set_cpu_flags(environ=None) -> str:
             key = value.split("=", 1)[0]
             if not any(o.split("=", 1)[0] == key for o in options):
                 flags[at[0]] = f"--{name}=" + ",".join([o for o in options if o] + [value])
-    environ["XLA_FLAGS"] = " ".join(flags)
-    return environ["XLA_FLAGS"]
+    after = " ".join(flags)
+    if after != " ".join(before.split()) and environ is os.environ and _backend_made():
+        raise RuntimeError("JAX's backend exists already and has read XLA_FLAGS without mbjax's flags: call "
+                           "mbjax.compilation.set_cpu_flags() before JAX's first computation, or set XLA_FLAGS "
+                           f"in the shell (mbjax flags prints {flags_line()!r})")
+    environ["XLA_FLAGS"] = after
+    return after
 
 
 def _backend_made() -> bool:
