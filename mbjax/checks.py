@@ -78,9 +78,9 @@ def state_errors(model, configurations, vectors: dict) -> list:
 def guard(x, errors):
     """``x`` (any pytree), raising (``eqx.branched_error_if``) the message of the first of
     ``errors`` that has a NaN flag. One kernel finds it (the errors' codes, their minimum) and
-    one conditional raises: a single call of ``aba`` on ur5 to talos_reduced cost 1.4-2.4 µs
-    less than with a reduction per input and a conditional each for the inputs and the result
-    (benchmarks/README.md, session 38)."""
+    one conditional raises: a single call of ``aba`` on ur5 to talos_reduced cost 1.1-2.0 µs
+    less than with a reduction per input and per unit-norm block (benchmarks/README.md,
+    session 38)."""
     errors = [(flags, message) for flags, message in errors if jnp.size(flags)]
     if not errors:
         return x
@@ -96,8 +96,6 @@ def check_state(model, *configurations, **vectors):
     """Check and return ``(*configurations, *vectors.values())`` in the model's dtype.
 
     ``configurations`` are q's (nq,); each keyword is a vector (nv,) named in the messages.
-    Functions that compute a result from the state without loops check the state with the
-    result instead (:func:`guard` of :func:`state_errors`): one check per call.
     """
     qs, vs = check_shapes(model, *configurations, **vectors)
     out = guard(tuple(qs + vs), state_errors(model, qs, dict(zip(vectors, vs))))
@@ -131,25 +129,15 @@ def check_external_forces(model, f_ext):
     if f_ext is None:
         return None
     f_ext = check_external_force_shape(model, f_ext)
-    return guard(f_ext, external_force_errors(f_ext))
-
-
-def external_force_errors(f_ext) -> list:
-    """The errors of wrenches ``f_ext`` (shape checked, or ``None``): NaN or infinite entries."""
-    return [] if f_ext is None else [non_finite(f_ext, "f_ext contains NaN or infinite values")]
-
-
-#: NaN or infinite accelerations from a finite state
-SINGULAR = (
-    "forward dynamics gave NaN or infinite accelerations from a finite state: the mass matrix is singular "
-    "(a joint moves no inertia at this configuration, e.g. a massless body, or a wheel with zero inertia and "
-    "its centre of mass on its axis). Give the bodies mass and rotational inertia, or add joint armature"
-)
+    return guard(f_ext, [non_finite(f_ext, "f_ext contains NaN or infinite values")])
 
 
 def check_accelerations(qdd):
     """``qdd`` unchanged; non-finite accelerations (from inputs checked finite) raise inside jit."""
-    return guard(qdd, [non_finite(qdd, SINGULAR)])
+    return guard(qdd, [non_finite(
+        qdd, "forward dynamics gave NaN or infinite accelerations from a finite state: the mass matrix is singular "
+        "(a joint moves no inertia at this configuration, e.g. a massless body, or a wheel with zero inertia and "
+        "its centre of mass on its axis). Give the bodies mass and rotational inertia, or add joint armature")])
 
 
 def default_tolerance(dtype, float64_tolerance, ulps):
