@@ -64,12 +64,12 @@ def parse_args():
 
 
 ARGS = parse_args()
-if ARGS.xla_threads == "single" and ARGS.xla_loops == "hoisted":
-    from mbjax.compilation import set_cpu_flags
-
-    set_cpu_flags()
 if ARGS.xla_threads == "single":
-    if SINGLE_THREAD_FLAG not in os.environ.get("XLA_FLAGS", ""):
+    if ARGS.xla_loops == "hoisted":  # mbjax's recommended flags, the single-threaded one among them
+        from mbjax.compilation import set_cpu_flags
+
+        set_cpu_flags()
+    elif SINGLE_THREAD_FLAG not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " " + SINGLE_THREAD_FLAG).strip()
     for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         os.environ[var] = "1"
