@@ -17,6 +17,8 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from .fused import batched, fused
+
 #: |norm - 1| above this makes a quaternion in q an error (float32 keeps ~1e-7)
 UNIT_NORM_TOLERANCE = 1e-5
 
@@ -82,14 +84,25 @@ def guard(x, errors):
     less than with a reduction per input and per unit-norm block (benchmarks/README.md,
     session 38)."""
     errors = [(flags, message) for flags, message in errors if jnp.size(flags)]
-    if not errors:
-        return x
+    return raise_first(x, first_error(errors), [message for _, message in errors])
+
+
+def first_error(errors):
+    """The index of the first of ``errors`` (their list without empty flags) that has a NaN
+    flag, ``len(errors)`` if none has."""
     n = len(errors)
-    codes = jnp.concatenate([jnp.where(jnp.isnan(jnp.ravel(flags)), i, n) for i, (flags, _) in enumerate(errors)])
-    first = jnp.min(codes)
-    bad = first < n
+    if not n:
+        return jnp.int32(0)
+    return jnp.min(jnp.concatenate([jnp.where(jnp.isnan(jnp.ravel(flags)), i, n) for i, (flags, _) in enumerate(errors)]))
+
+
+def raise_first(x, first, messages):
+    """``x``, raising ``messages[first]`` when ``first`` (:func:`first_error`) names one."""
+    if not messages:
+        return x
+    bad = first < len(messages)
     # a valid index where nothing is wrong: a vmap raises the largest index of its states'
-    return eqx.branched_error_if(x, bad, jnp.where(bad, first, 0), [message for _, message in errors])
+    return eqx.branched_error_if(x, bad, jnp.where(bad, first, 0), messages)
 
 
 def check_state(model, *configurations, **vectors):
@@ -132,12 +145,42 @@ def check_external_forces(model, f_ext):
     return guard(f_ext, [non_finite(f_ext, "f_ext contains NaN or infinite values")])
 
 
-def check_accelerations(qdd):
-    """``qdd`` unchanged; non-finite accelerations (from inputs checked finite) raise inside jit."""
-    return guard(qdd, [non_finite(
+def singular_accelerations(qdd):
+    """The error of non-finite accelerations from a finite state (a singular mass matrix)."""
+    return non_finite(
         qdd, "forward dynamics gave NaN or infinite accelerations from a finite state: the mass matrix is singular "
         "(a joint moves no inertia at this configuration, e.g. a massless body, or a wheel with zero inertia and "
-        "its centre of mass on its axis). Give the bodies mass and rotational inertia, or add joint armature")])
+        "its centre of mass on its axis). Give the bodies mass and rotational inertia, or add joint armature")
+
+
+def check_accelerations(qdd):
+    """``qdd`` unchanged; non-finite accelerations (from inputs checked finite) raise inside jit."""
+    return guard(qdd, [singular_accelerations(qdd)])
+
+
+def checked(model, compute, q, vectors: dict, f_ext=None, result_errors=lambda out: []):
+    """``compute(model, q, *vectors.values(), f_ext)`` on inputs of checked shapes (in the model's
+    dtype), raising the first of the inputs' errors (:func:`state_errors`, non-finite
+    ``f_ext``) and then of ``result_errors(result)``. The inputs are checked beside the
+    computation, not before it: the computation and the search for the first error make one
+    :func:`mbjax.fused.fused` program (unbatched), followed by the one conditional that raises,
+    so that a single call's program is a few kernels in a chain, which XLA:CPU runs one after
+    the other on the calling thread."""
+    (q,), vs = check_shapes(model, q, **vectors)
+    f_ext = None if f_ext is None else check_external_force_shape(model, f_ext)
+    messages = []
+
+    def run(model, q, vs, f_ext):
+        out = compute(model, q, *vs, f_ext)
+        errors = state_errors(model, [q], dict(zip(vectors, vs)))
+        if f_ext is not None:
+            errors.append(non_finite(f_ext, "f_ext contains NaN or infinite values"))
+        errors = [(flags, message) for flags, message in errors + list(result_errors(out)) if jnp.size(flags)]
+        messages[:] = [message for _, message in errors]
+        return out, first_error(errors)
+
+    out, first = (run if batched() else fused(run))(model, q, vs, f_ext)
+    return raise_first(out, first, messages)
 
 
 def default_tolerance(dtype, float64_tolerance, ulps):

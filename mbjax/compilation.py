@@ -42,7 +42,9 @@ the public ``aba`` 16.9 -> 15.1 µs on ur5, 21.1 -> 18.6 on solo12 (with the che
 ``aba_derivatives`` 10-16 % faster on ur5, panda and solo12, ``simulate`` of panda over 1 s 2.82
 -> 2.37 ms, compile times unchanged. From about 32 coordinates YNNPACK's products win (talos_reduced's
 ``aba_derivatives`` 78 against 83 µs without, talos_full's 108 against 117), so larger models
-and batches keep :func:`cpu_options`.
+and batches keep :func:`cpu_options`. Such a program is traced in a context of its own
+(:func:`one_function`) in which, with mbjax's flags (:func:`set_cpu_flags`), the entry point's
+computation and checks are compiled as one function (:mod:`mbjax.fused`).
 
 **Models packed into one buffer.** A compiled program takes each array of its arguments as an
 input buffer, and XLA:CPU's call path costs about half a microsecond per buffer: a model passed
@@ -66,6 +68,7 @@ mbjax's entry points (``mbjax.aba(model, q, qd, tau)`` called from Python, ``sim
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import os
 import weakref
@@ -171,6 +174,45 @@ def set_cpu_flags(environ=None) -> str:
     return after
 
 
+def loops_hoisted() -> bool:
+    """Whether XLA:CPU compiles mbjax's small while loops into one function: JAX's default
+    backend is a CPU and ``XLA_FLAGS`` sets the loop threshold of :data:`CPU_FLAGS` (or a
+    larger one). Read when a program is traced (XLA reads the flags once, when JAX makes its
+    backend: set them before, :func:`set_cpu_flags`)."""
+    key = "xla_cpu_small_while_loop_byte_threshold="
+    flags = os.environ.get("XLA_FLAGS", "")
+    if key not in flags or jax.default_backend() != "cpu":
+        return False
+    value = flags.split(key, 1)[1].split(",")[0].split()[0]
+    return value.isdigit() and int(value) >= int(CPU_FLAGS["xla_backend_extra_options"].split("=")[1])
+
+
+#: set while :func:`jit` traces a program of one state for :func:`single_state_options`
+_ONE_STATE = contextvars.ContextVar("mbjax_one_state", default=False)
+
+
+def one_function() -> bool:
+    """Whether the program being traced can be compiled as one function (:mod:`mbjax.fused`):
+    it is one state's, compiled with :func:`single_state_options` (without YNNPACK, whose
+    library fusions XLA:CPU does not hoist), and XLA:CPU hoists small loops
+    (:func:`loops_hoisted`)."""
+    return _ONE_STATE.get() and loops_hoisted()
+
+
+def _one_state(fun):
+    """``fun``, traced with :func:`one_function`'s context set (a function object of its own,
+    so that JAX's trace caches keep its programs apart from ``fun``'s)."""
+    @functools.wraps(fun)
+    def traced(*args, **kwargs):
+        token = _ONE_STATE.set(True)
+        try:
+            return fun(*args, **kwargs)
+        finally:
+            _ONE_STATE.reset(token)
+
+    return traced
+
+
 def _backend_made() -> bool:
     """Whether JAX has made a backend (and so read XLA_FLAGS). A private JAX API: a JAX without
     it answers no."""
@@ -244,6 +286,11 @@ def packed_argument(cls):
     return cls
 
 
+def _concrete_leaves(model) -> bool:
+    """Whether every leaf of ``model`` is a concrete ``jax.Array`` (not a tracer)."""
+    return all(isinstance(x, jax.Array) and not isinstance(x, core.Tracer) for x in jax.tree_util.tree_leaves(model))
+
+
 def _packed(model):
     """``(layout, buffers)`` of a model whose leaves are all concrete ``jax.Array``, made once
     per model object and forgotten with it; ``None`` for others (tracers, NumPy arrays, which
@@ -251,9 +298,9 @@ def _packed(model):
     entry = _PACKED.get(id(model))
     if entry is not None and entry[0]() is model:
         return entry[1:]
-    leaves, treedef = jax.tree_util.tree_flatten(model)
-    if not all(isinstance(x, jax.Array) and not isinstance(x, core.Tracer) for x in leaves):
+    if not _concrete_leaves(model):
         return None
+    leaves, treedef = jax.tree_util.tree_flatten(model)
     key = id(model)
 
     def forget(ref):
@@ -285,15 +332,23 @@ def _unpacking(fun):
 def _dispatch(fun, make_fast, plain, make_packed=None, one_state=False):
     # each made on its first call from Python (the options are probed then): "one" with
     # single_state_options, for an entry point of one state (``one_state``), not batched, of
-    # models with fewer than YNN_MIN_NV coordinates; "batch" with cpu_options otherwise
+    # models with fewer than YNN_MIN_NV coordinates, traced in _one_state's context; "batch"
+    # with cpu_options otherwise
     options = {"one": single_state_options, "batch": cpu_options}
-    fast = functools.cache(lambda kind: make_fast(options[kind]()))
-    packed = None if make_packed is None else functools.cache(lambda kind: make_packed(options[kind]()))
+    traced = {"one": _one_state(fun), "batch": fun}
+    fast = functools.cache(lambda kind: make_fast(options[kind](), traced[kind]))
+    packed = None if make_packed is None else functools.cache(
+        lambda kind: make_packed(options[kind](), traced[kind]))
 
     @functools.wraps(fun)
     def call(*args, **kwargs):
         batched = _unstaged()
         if batched is None:
+            # inlined where the program being traced is one function's, or where it closes over
+            # a model (its arrays then stay constants, which mbjax.fused packs), rather than
+            # traced as a jit of its own, whose trace JAX would reuse in other contexts
+            if _ONE_STATE.get() or any(isinstance(x, _PACKABLE) and _concrete_leaves(x) for x in args):
+                return fun(*args, **kwargs)
             return plain(*args, **kwargs)
         models = [(i, x) for i, x in enumerate(args) if isinstance(x, _PACKABLE)]
         kind = "one" if one_state and not batched and all(x.nv < YNN_MIN_NV for _, x in models) else "batch"
@@ -328,9 +383,9 @@ def jit(fun=None, *, one_state=False, **kwargs):
         return lambda f: jit(f, one_state=one_state, **kwargs)
     own = kwargs.pop("compiler_options", None) or {}
     # with static arguments of the user's, the plain argument order stays (no packing)
-    packed = None if kwargs else lambda options: jax.jit(_unpacking(fun), static_argnums=0,
-                                                         compiler_options={**options, **own})
-    return _dispatch(fun, lambda options: jax.jit(fun, compiler_options={**options, **own}, **kwargs),
+    packed = None if kwargs else lambda options, f: jax.jit(_unpacking(f), static_argnums=0,
+                                                            compiler_options={**options, **own})
+    return _dispatch(fun, lambda options, f: jax.jit(f, compiler_options={**options, **own}, **kwargs),
                      jax.jit(fun, **kwargs), packed, one_state)
 
 
@@ -338,5 +393,5 @@ def filter_jit(fun=None, *, one_state=False):
     """The same for ``eqx.filter_jit(fun)`` (entry points with non-array arguments)."""
     if fun is None:
         return lambda f: filter_jit(f, one_state=one_state)
-    return _dispatch(fun, lambda options: eqx.filter_jit(fun, compiler_options=options), eqx.filter_jit(fun),
-                     lambda options: eqx.filter_jit(_unpacking(fun), compiler_options=options), one_state)
+    return _dispatch(fun, lambda options, f: eqx.filter_jit(f, compiler_options=options), eqx.filter_jit(fun),
+                     lambda options, f: eqx.filter_jit(_unpacking(f), compiler_options=options), one_state)

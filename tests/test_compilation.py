@@ -44,15 +44,16 @@ def test_entry_points_choose_their_options(arm):
     """An entry point's program for one state of a small model is compiled with the single-state
     options (bitwise the same as a jax.jit with them), a large model's or a batch's with
     cpu_options."""
-    from mbjax.compilation import YNN_MIN_NV, cpu_options, single_state_options
+    from mbjax.compilation import YNN_MIN_NV, _one_state, cpu_options, single_state_options
 
     model, q, qd, tau = arm
     assert model.nv < YNN_MIN_NV
-    for options, m, args in ((single_state_options(), model, (q, qd, tau)),
-                             (cpu_options(), mbjax.load_example_robot("talos_reduced"), None)):
+    # one state's program is traced in the context that lets mbjax.fused make it one function
+    for options, traced, m, args in ((single_state_options(), _one_state, model, (q, qd, tau)),
+                                     (cpu_options(), lambda f: f, mbjax.load_example_robot("talos_reduced"), None)):
         if args is None:
             args = (mbjax.random_configuration(m, jax.random.PRNGKey(0)), jnp.ones(m.nv), jnp.ones(m.nv))
-        expected = jax.jit(mbjax.aba.__wrapped__, compiler_options=options)(m, *args)
+        expected = jax.jit(traced(mbjax.aba.__wrapped__), compiler_options=options)(m, *args)
         np.testing.assert_array_equal(mbjax.aba(m, *args), expected)
     batch = [x[None] for x in (q, qd, tau)]
     expected = jax.jit(jax.vmap(mbjax.aba.__wrapped__, in_axes=(None, 0, 0, 0)), compiler_options=cpu_options())
@@ -69,15 +70,18 @@ def test_user_jit(arm):
     expected = jax.jit(mbjax.aba.__wrapped__, compiler_options=cpu_options())(model, q, qd, tau)
     np.testing.assert_array_equal(f(model, q, qd, tau), expected)
     np.testing.assert_allclose(jax.jit(f)(model, q, qd, tau), expected, rtol=1e-12, atol=1e-12)  # a plain jit
-    # wrappers of an entry point are wrappers of it, not of its compiled program
-    np.testing.assert_array_equal(jax.jit(jax.vmap(f, in_axes=(None, 0, 0, 0))).trace(
-        model, q[None], qd[None], tau[None]).lower().compile()(model, q[None], qd[None], tau[None])[0], expected)
+    # wrappers of an entry point are wrappers of it, not of its compiled program (to rounding:
+    # with mbjax's loop flag a single state's Cholesky solve is written out, which XLA fuses
+    # differently batched and unbatched)
+    np.testing.assert_allclose(jax.jit(jax.vmap(f, in_axes=(None, 0, 0, 0))).trace(
+        model, q[None], qd[None], tau[None]).lower().compile()(model, q[None], qd[None], tau[None])[0], expected,
+        rtol=1e-12, atol=1e-12)
 
     @mbjax.jit(static_argnames="n")
     def repeated(model, q, n):
         return sum(mbjax.rnea(model, q, qd, tau) for _ in range(n))
 
-    np.testing.assert_allclose(repeated(model, q, n=2), 2 * mbjax.rnea(model, q, qd, tau), rtol=1e-14)
+    np.testing.assert_allclose(repeated(model, q, n=2), 2 * mbjax.rnea(model, q, qd, tau), rtol=1e-14, atol=1e-14)
 
 
 def test_options_reach_top_level_vmaps_only(arm):
@@ -144,7 +148,8 @@ def test_models_pass_packed(arm):
 
     model, q, qd, tau = arm
     model = jax.tree.map(lambda x: x + 0.0, model)  # a fresh object of fresh arrays
-    one = jax.jit(mbjax.aba.__wrapped__, compiler_options=c.single_state_options())  # the entry point's options
+    # the entry point's options and tracing context
+    one = jax.jit(c._one_state(mbjax.aba.__wrapped__), compiler_options=c.single_state_options())
     plain = one(model, q, qd, tau)
     f_ext = jnp.zeros((model.nbodies, 6)).at[-1, 2].set(3.0)
     np.testing.assert_array_equal(mbjax.aba(model, q, qd, tau), plain)
@@ -152,7 +157,7 @@ def test_models_pass_packed(arm):
     np.testing.assert_array_equal(mbjax.aba(model, q, qd, tau, f_ext=f_ext), one(model, q, qd, tau, f_ext))
     # an entry point with static arguments (eqx.filter_jit)
     np.testing.assert_array_equal(mbjax.integrate(model, q, qd), jax.jit(
-        mbjax.integrate.__wrapped__, compiler_options=c.single_state_options())(model, q, qd))
+        c._one_state(mbjax.integrate.__wrapped__), compiler_options=c.single_state_options())(model, q, qd))
     # NumPy leaves: changed in place, the next call sees the change
     mutable = jax.tree.map(np.array, model)
     before = mbjax.aba(mutable, q, qd, tau)
@@ -255,3 +260,59 @@ def test_cli_prints_the_flags(capsys):
     assert set_cpu_flags(env) == ("--xla_cpu_multi_thread_eigen=true --xla_backend_extra_options=other=1,"
                                   "xla_cpu_small_while_loop_byte_threshold=100000000")
     assert set_cpu_flags(dict(env)) == set_cpu_flags(env)  # idempotent
+
+
+def test_one_state_programs_fused_with_the_loop_flag(tmp_path):
+    """With mbjax's flags, an entry point's program for one state of a small model is one
+    function (mbjax.fused: a hoisted loop, no LAPACK call left in it): the same values,
+    derivatives and error messages as without the flags, in fresh processes."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "fused.py"
+    script.write_text(
+        "import os, sys\n"
+        "os.environ.pop('XLA_FLAGS', None)\n"
+        "import jax, numpy as np\n"
+        "jax.config.update('jax_enable_x64', True)\n"
+        "import mbjax\n"
+        "from mbjax.compilation import _one_state, set_cpu_flags, single_state_options\n"
+        "if sys.argv[1] == 'hoisted':\n"
+        "    set_cpu_flags()\n"
+        "model = mbjax.load_bundled('quadruped')\n"
+        "q = mbjax.random_configuration(model, jax.random.PRNGKey(1))\n"
+        "v, t = np.linspace(-1, 1, model.nv), np.linspace(2, -3, model.nv)\n"
+        "f_ext = np.zeros((model.nbodies, 6)); f_ext[-1, :3] = (1.0, -2.0, 0.5)\n"
+        "text = jax.jit(_one_state(mbjax.aba.__wrapped__), compiler_options=single_state_options()).lower(\n"
+        "    model, q, v, t).compile().as_text()\n"
+        "print(text.count('xla_cpu_small_call'), text.count('lapack'))\n"
+        "out = {'aba': mbjax.aba(model, q, v, t), 'aba_f': mbjax.aba(model, q, v, t, f_ext),\n"
+        "       'rnea': mbjax.rnea(model, q, v, t, f_ext), 'crba': mbjax.crba(model, q),\n"
+        "       'grad': jax.grad(lambda t: mbjax.aba(model, q, v, t) @ v)(t),\n"
+        "       'jac': jax.jacfwd(lambda v: mbjax.aba(model, q, v, t))(v)}\n"
+        "for name in ('aba_derivatives', 'rnea_derivatives'):\n"
+        "    for i, x in enumerate(getattr(mbjax, name)(model, q, v, t)):\n"
+        "        out[f'{name}{i}'] = x\n"
+        "np.savez(sys.argv[2], **{k: np.asarray(x) for k, x in out.items()})\n"
+        "bad_q = np.array(q); bad_q[3:7] *= 2.0\n"
+        "for args in ((bad_q, v, t), (q, v * np.nan, t)):\n"
+        "    try:\n"
+        "        mbjax.aba(model, *args).block_until_ready()\n"
+        "    except Exception as e:\n"
+        "        print([m for m in ('norm is not 1', 'qd contains NaN') if m in str(e)])\n")
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = {}
+    for mode in ("hoisted", "default"):
+        run = subprocess.run([sys.executable, str(script), mode, str(tmp_path / f"{mode}.npz")], env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-2000:]
+        out[mode] = run.stdout.splitlines()
+    calls, lapack = map(int, out["hoisted"][0].split())
+    assert calls >= 1 and lapack == 0  # one function, no library call
+    assert int(out["default"][0].split()[1]) > 0  # without the flags: LAPACK's Cholesky solve
+    assert out["hoisted"][1:] == out["default"][1:] and len(out["default"]) == 3  # the same two errors
+    assert out["hoisted"][1:] == ["['norm is not 1']", "['qd contains NaN']"]
+    hoisted, default = np.load(tmp_path / "hoisted.npz"), np.load(tmp_path / "default.npz")
+    assert sorted(hoisted) == sorted(default)
+    for key in default:  # the same values to rounding (a Cholesky solve written out, constants folded)
+        np.testing.assert_allclose(hoisted[key], default[key], rtol=1e-11, atol=1e-11, err_msg=key)

@@ -10,7 +10,7 @@ from __future__ import annotations
 import jax
 import jax.numpy as jnp
 
-from ..checks import check_accelerations, check_external_forces, check_state
+from ..checks import checked, singular_accelerations
 from ..compilation import jit
 from ..configuration import difference_from
 from ..kinematics import tree_kinematics
@@ -82,5 +82,5 @@ def aba(model: Model, q, qd, tau, f_ext=None):
     Derivatives (``jax.grad``, ``jax.jacfwd``, with respect to the state, the torques, the
     wrenches and every model parameter) are analytic: see :func:`_aba_jvp`.
     """
-    q, qd, tau = check_state(model, q, qd=qd, tau=tau)
-    return check_accelerations(aba_from(model, q, qd, tau, check_external_forces(model, f_ext)))
+    return checked(model, aba_from, q, {"qd": qd, "tau": tau}, f_ext,
+                   lambda qdd: [singular_accelerations(qdd)])

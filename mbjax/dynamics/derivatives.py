@@ -41,7 +41,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial
-from ..checks import check_external_forces, check_state
+from ..checks import checked
 from ..compilation import jit
 from ..configuration import integrate_from
 from ..kinematics import tree_kinematics
@@ -250,8 +250,7 @@ def rnea_derivatives(model: Model, q, qd, qdd, f_ext=None):
     **Returns:** ``(dtau_dq, dtau_dqd, dtau_dqdd)``, each (nv, nv); the q derivative along the
     tangent space, and ``dtau_dqdd = M(q)`` (Pinocchio's ``computeRNEADerivatives``).
     """
-    q, qd, qdd = check_state(model, q, qd=qd, qdd=qdd)
-    return state_derivatives(model, q, qd, qdd, check_external_forces(model, f_ext))
+    return checked(model, state_derivatives, q, {"qd": qd, "qdd": qdd}, f_ext)
 
 
 @jit(one_state=True)
@@ -263,5 +262,4 @@ def aba_derivatives(model: Model, q, qd, tau, f_ext=None):
     **Returns:** ``(dqdd_dq, dqdd_dqd, dqdd_dtau)``, each (nv, nv); the q derivative along the
     tangent space, and ``dqdd_dtau = M(q)^-1`` (Pinocchio's ``computeABADerivatives``).
     """
-    q, qd, tau = check_state(model, q, qd=qd, tau=tau)
-    return _aba_derivatives(model, q, qd, tau, check_external_forces(model, f_ext))
+    return checked(model, _aba_derivatives, q, {"qd": qd, "tau": tau}, f_ext)

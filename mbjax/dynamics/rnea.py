@@ -5,7 +5,7 @@ from __future__ import annotations
 import jax.numpy as jnp
 
 from .. import spatial
-from ..checks import check_external_forces, check_state
+from ..checks import checked
 from ..compilation import jit
 from ..kinematics import tree_kinematics
 from ..model.model import Model
@@ -94,5 +94,4 @@ def rnea(model: Model, q, qd, qdd, f_ext=None):
     **Arguments:** ``q`` (nq,), ``qd`` (nv,), ``qdd`` (nv,); ``f_ext`` (nbodies, 6): optional
     external wrench on each body, ``(force, moment about the body origin)`` in body axes.
     """
-    q, qd, qdd = check_state(model, q, qd=qd, qdd=qdd)
-    return rnea_fast(model, q, qd, qdd, check_external_forces(model, f_ext))
+    return checked(model, rnea_fast, q, {"qd": qd, "qdd": qdd}, f_ext)

@@ -1,0 +1,224 @@
+"""One state's program as a single XLA:CPU function: :func:`fused`.
+
+A single call of ``aba`` on ur5 computes for about a microsecond (Pinocchio: 1.5 µs), yet costs
+12 µs: XLA:CPU's runtime spends the rest on its 60-80 kernels (about 0.1 µs each, a task of its
+thunk executor, which also hands kernels to its thread pool unless they form a chain or number
+at most 8) and on its constants (67 ns each per call: every constant array of the program, such
+as a model's masses or the tree's index tables, is a buffer that each call wraps anew;
+``benchmarks/bench_call_overhead.py``). Where the program being traced can be one function
+(:func:`mbjax.compilation.one_function`: one state's entry point compiled without YNNPACK, and
+XLA:CPU's small-loop hoisting on, :data:`mbjax.compilation.CPU_FLAGS`), :func:`fused` makes it
+one:
+
+- **In a while loop of one trip**, which XLA:CPU's ``SmallWhileLoopHoistingPass`` compiles into a
+  single function of the program (a loop that accesses under the threshold and holds no library
+  call): the kernels of its body are then plain calls. The trip count is hidden from XLA (an
+  optimisation barrier on the counter's start), or its simplifier would inline the loop, and
+  the arguments are tied to the counter by a barrier, or its loop-invariant code motion would
+  move the body out. The arguments enter as one buffer per dtype.
+- **Its constants folded and packed into one buffer per dtype.** The function is traced to a
+  jaxpr and evaluated again from it: equations of constants only are computed at trace time,
+  and the constant arrays the others take are slices of one concatenated constant per dtype,
+  behind ``lax.optimization_barrier`` (without it XLA's constant folding would slice the buffer
+  back into as many constants). ``jit`` calls and custom rules' primal functions are inlined.
+- **No library call**: a small matrix's Cholesky factor and triangular solves (LAPACK's in
+  JAX on a CPU) are written out entry by entry.
+
+Elsewhere :func:`fused` runs ``fun`` as it is: without the loop, packed constants did not pay
+(YNNPACK, in JAX's default options, runs a product of constants inline and one of slices on its
+thread pool). Interleaved, closed over with its checks, ``mbjax.jit(..., one_state=True)``
+(session 39, mbjax's flags): see benchmarks/README.md.
+
+Only values go through the loop: derivatives are ``fun``'s own (a ``custom_jvp`` whose rule is
+the jvp of ``fun``). :func:`mbjax.checks.checked` fuses the computation of mbjax's checked entry
+points (``aba``, ``rnea``, ``crba`` and their derivatives) with the search for the first error.
+"""
+
+from __future__ import annotations
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+from jax import lax
+from jax._src import core
+from jax._src.pjit import jit_p
+
+from .compilation import _layout, one_function
+
+
+def fused(fun):
+    """``fun`` (arrays in, a pytree of arrays out) as one function where the program being traced
+    can be one (module docstring), else as it is. Its derivatives are
+    ``fun``'s own (a ``custom_jvp`` whose rule is the jvp of ``fun``): no differentiation goes
+    through the loop."""
+    @functools.wraps(fun)
+    def call(*args):
+        if not one_function():  # elsewhere packed constants did not pay: YNNPACK's products of
+            return fun(*args)  # constants run inline, of slices on its thread pool
+        # concrete arguments (a model closed over by the tracing program) are closed over in
+        # turn, so that they stay constants, packed with the others
+        flat, tree = jax.tree_util.tree_flatten(args)
+        concrete = [_concrete(x) for x in flat]
+
+        def of_traced(*traced):
+            values = iter(traced)
+            return fun(*jax.tree_util.tree_unflatten(tree, [x if c else next(values) for x, c in zip(flat, concrete)]))
+
+        run = jax.custom_jvp(functools.partial(_run, of_traced))
+        run.defjvp(lambda primals, tangents: jax.jvp(of_traced, primals, tangents))
+        return run(*[x for x, c in zip(flat, concrete) if not c])
+
+    return call
+
+
+def _run(fun, *args):
+    """``fun(*args)`` (arrays) as one function: with its constants packed, in a loop of one trip
+    that its arguments enter as one buffer per dtype, so that slices of one buffer (a model
+    passed packed, :mod:`mbjax.compilation`) enter as that buffer, not as a copy each."""
+    packed = functools.partial(_packed_constants, fun)
+    layout = _layout(jax.tree_util.tree_structure(args), tuple((x.shape, x.dtype) for x in args))
+    buffers = tuple(jnp.concatenate([jnp.ravel(x) for x, (at, _, _) in zip(args, layout.places) if at == b])
+                    for b in range(layout.count))
+    return _once(lambda *bs: packed(*layout.unpack(bs)), *buffers)
+
+
+def batched() -> bool:
+    """Whether a ``jax.vmap`` traces the current call (a vmap of a ``jax.jit`` that traces it
+    is not seen: the jit's trace comes first)."""
+    trace = getattr(getattr(core, "trace_ctx", None), "trace", None)
+    while trace is not None:
+        if type(trace).__name__ == "BatchTrace":
+            return True
+        trace = getattr(trace, "parent_trace", None)
+    return False
+
+
+def _once(fun, *args):
+    """``fun(*args)`` in a while loop of one trip whose count XLA cannot see, its arguments
+    tied to the trip counter (an optimisation barrier on both), or XLA's loop-invariant code
+    motion would move the body out of the loop."""
+    start = lax.optimization_barrier(jnp.int32(0))
+    zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fun, *args))
+
+    def body(carry):
+        i, xs = lax.optimization_barrier((carry[0], args))
+        return i + 1, fun(*xs)
+
+    return lax.while_loop(lambda c: c[0] < 1, body, (start, zeros))[1]
+
+
+def _concrete(x) -> bool:
+    return isinstance(x, (np.ndarray, np.generic, int, float, bool, complex)) or (
+        isinstance(x, jax.Array) and not isinstance(x, core.Tracer))
+
+
+def _inlined(eqn):
+    """The jaxpr that stands for ``eqn`` in a primal evaluation: a ``jit`` call's, and the
+    primal function of a ``custom_jvp`` or ``custom_vmap`` (a fused program is evaluated
+    unbatched, and its derivatives are those of the function it fuses); else None."""
+    if eqn.primitive is jit_p:
+        return eqn.params["jaxpr"]
+    return {"custom_jvp_call": eqn.params.get("call_jaxpr"), "custom_vmap_call": eqn.params.get("call")}.get(
+        eqn.primitive.name)
+
+
+def _evaluate(closed, flat, constant):
+    """``closed``'s outputs at ``flat``: an equation whose inputs are all concrete is computed
+    now (constant folding, so that no constant computation is left for XLA to move out of a
+    loop), ``jit`` calls and custom rules' primal functions inline (:func:`_inlined`);
+    ``constant(x)`` stands for a concrete array that a traced equation takes; a small matrix's
+    Cholesky factor and triangular solves are written out (:func:`_without_library`)."""
+    def run(jaxpr, consts, ins):
+        env = dict(zip(jaxpr.constvars, consts))
+        env.update(zip(jaxpr.invars, ins))
+        read = lambda v: v.val if isinstance(v, core.Literal) else env[v]  # noqa: E731
+        for eqn in jaxpr.eqns:
+            xs = [read(v) for v in eqn.invars]
+            inner = _inlined(eqn)
+            if inner is not None:
+                outs = run(inner.jaxpr, inner.consts, xs)
+            else:
+                params = eqn.primitive.get_bind_params(eqn.params)
+                if not eqn.effects and all(map(_concrete, xs)):
+                    with jax.ensure_compile_time_eval(), eqn.ctx.manager:
+                        outs = eqn.primitive.bind(*xs, **params)
+                else:
+                    xs = [constant(x) if _concrete(x) and np.ndim(x) > 0 else x for x in xs]
+                    outs = _without_library(eqn, xs)
+                    if outs is None:
+                        with eqn.ctx.manager:
+                            outs = eqn.primitive.bind(*xs, **params)
+                outs = outs if eqn.primitive.multiple_results else [outs]
+            env.update((v, o) for v, o in zip(eqn.outvars, outs) if not isinstance(v, core.DropVar))
+        return [read(v) for v in jaxpr.outvars]
+
+    return run(closed.jaxpr, closed.consts, flat)
+
+
+def _without_library(eqn, xs):
+    """``eqn``'s output where it is a Cholesky factorisation or a triangular solve (from the
+    left) of one matrix, written out entry by entry (a library call would keep XLA:CPU from
+    hoisting the loop); else None. With L lower triangular:
+
+        L[j, j] = sqrt(A[j, j] - sum_k<j L[j, k]^2),   L[i, j] = (A[i, j] - sum_k<j L[i, k] L[j, k]) / L[j, j]
+        T x = b, T lower:  x_i = (b_i - sum_k<i T[i, k] x_k) / T[i, i]   (upper: from the last row up)
+
+    (an indefinite matrix gives NaN, as LAPACK's factor does in JAX)."""
+    name, a = eqn.primitive.name, xs[0]
+    if a.ndim != 2:
+        return None
+    n = a.shape[0]
+    if name == "cholesky":
+        L = [[None] * n for _ in range(n)]
+        for j in range(n):
+            L[j][j] = jnp.sqrt(a[j, j] - sum((L[j][k] ** 2 for k in range(j)), 0.0))
+            for i in range(j + 1, n):
+                L[i][j] = (a[i, j] - sum((L[i][k] * L[j][k] for k in range(j)), 0.0)) / L[j][j]
+        zero = jnp.zeros((), a.dtype)
+        return jnp.stack([jnp.stack([L[i][j] if j <= i else zero for j in range(n)]) for i in range(n)])
+    if name == "triangular_solve" and eqn.params["left_side"] and xs[1].ndim == 2:
+        b, T = xs[1], a.T if eqn.params["transpose_a"] else a
+        rows = range(n) if eqn.params["lower"] != eqn.params["transpose_a"] else range(n - 1, -1, -1)
+        x = {}
+        for i in rows:
+            r = b[i] - sum((T[i, k] * x[k] for k in x), 0.0)
+            x[i] = r if eqn.params["unit_diagonal"] else r / T[i, i]
+        return jnp.stack([x[i] for i in range(n)])
+    return None
+
+
+def _packed_constants(fun, *args):
+    """``fun(*args)``, evaluated from its jaxpr (:func:`_evaluate`) with the constant arrays
+    its traced equations take sliced out of one buffer per dtype."""
+    flat, in_tree = jax.tree_util.tree_flatten(args)
+    closed, out_shape = jax.make_jaxpr(lambda *xs: fun(*jax.tree_util.tree_unflatten(in_tree, xs)),
+                                       return_shape=True)(*flat)
+    found = {}  # the constants' first pass: each array a traced equation takes, by id
+
+    def record(x):
+        found.setdefault(id(x), (x, np.asarray(x)))  # x kept: its id stays its own
+        return x
+
+    jax.make_jaxpr(lambda *xs: _evaluate(closed, xs, record))(*flat)
+    arrays = [a for _, a in found.values()]
+    dtypes = list(dict.fromkeys(a.dtype for a in arrays))
+    # the arguments behind the same barrier: in a loop, the constants then stay in its body
+    buffers, flat = lax.optimization_barrier((tuple(
+        jnp.asarray(np.concatenate([np.ravel(a) for a in arrays if a.dtype == dt])) for dt in dtypes), flat))
+    slices, ends = [], dict.fromkeys(dtypes, 0)
+    for a in arrays:
+        b = buffers[dtypes.index(a.dtype)]
+        slices.append(b[ends[a.dtype]:ends[a.dtype] + a.size].reshape(a.shape))
+        ends[a.dtype] += a.size
+    order = iter(slices)
+    seen = {}
+
+    def constant(x):  # the second pass meets the same arrays in the same order
+        if id(x) not in seen:
+            seen[id(x)] = (x, next(order))
+        return seen[id(x)][1]
+
+    out = _evaluate(closed, flat, constant)
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), out)
