@@ -8,13 +8,15 @@ them alike; the table gives the minimum and the median over the rounds, and each
 ratio to the closed-over program and to Pinocchio (minima). Variants:
 
 - ``closed``: ``jax.jit(lambda q, qd, x: f(model, q, qd, x))``, the model's arrays constants;
+- ``mbjax.jit(closed)``: the same with ``mbjax.jit(..., one_state=True)``, compiled as mbjax's
+  own one-state entry points are (with mbjax's flags, one function: :mod:`mbjax.fused`);
 - ``jax.jit(model)``: ``jax.jit(lambda m, q, qd, x: f(m, q, qd, x))``, the model an argument;
 - ``mbjax.jit(model)``: the same with ``mbjax.jit`` (XLA:CPU's memory-optimised scheduler,
   :mod:`mbjax.compilation`);
 - ``public``: ``mbjax.aba(model, q, qd, tau)`` called as the README shows;
 - ``pinocchio``: ``pin.aba`` / ``pin.rnea`` / ``pin.computeABADerivatives`` from Python.
 
-float64, ``XLA_FLAGS=--xla_cpu_multi_thread_eigen=false`` (set below unless given).
+float64, mbjax's recommended ``XLA_FLAGS`` (``mbjax.compilation.set_cpu_flags``) unless given.
 
     python benchmarks/bench_calls.py [--robots ur5 panda solo12 talos_reduced]
         [--functions aba rnea aba_derivatives] [--rounds 9] [--json out.json]
@@ -25,7 +27,10 @@ import json
 import os
 import time
 
-os.environ.setdefault("XLA_FLAGS", "--xla_cpu_multi_thread_eigen=false")
+from mbjax.compilation import set_cpu_flags  # noqa: E402  (imports jax, makes no backend)
+
+if "XLA_FLAGS" not in os.environ:  # mbjax's recommended flags unless given
+    set_cpu_flags()
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
 import jax  # noqa: E402
@@ -57,10 +62,12 @@ def variants(name, model, pm, pdata, q, qd, x, qp):
     f = getattr(mbjax, name)
     g = lambda m, q, qd, x: f(m, q, qd, x)  # noqa: E731
     closed = jax.jit(lambda q, qd, x: f(model, q, qd, x))
+    one = mbjax.jit(lambda q, qd, x: f(model, q, qd, x), one_state=True)
     arg, opt = jax.jit(g), mbjax.jit(g)
     p, v, t = qp, np.asarray(qd), np.asarray(x)
     return {
         "closed": lambda: closed(q, qd, x),
+        "mbjax.jit(closed)": lambda: one(q, qd, x),
         "jax.jit(model)": lambda: arg(model, q, qd, x),
         "mbjax.jit(model)": lambda: opt(model, q, qd, x),
         "public": lambda: f(model, q, qd, x),

@@ -406,6 +406,11 @@ def run(args):
         if "aba_closed" in args.quantities:
             f, _ = compile_jit(lambda q, v, t: mbjax.aba(model, q, v, t), q0, v0, t0_, name="aba (closed)", robot=name)
             record(name, model, "aba single (model closed)", bench(lambda: f(q0, v0, t0_).block_until_ready()), pin_aba)
+            # the same compiled as mbjax's one-state entry points are (mbjax.fused with the loop flag)
+            f = mbjax.jit(lambda q, v, t: mbjax.aba(model, q, v, t), one_state=True)  # no .trace: not timed
+            f(q0, v0, t0_).block_until_ready()
+            record(name, model, "aba single (model closed, mbjax.jit one_state)",
+                   bench(lambda: f(q0, v0, t0_).block_until_ready()), pin_aba)
         if "aba" in args.quantities:
             for B in args.batch:
                 xs = (model, Qj[:B], Vj[:B], Tj[:B])

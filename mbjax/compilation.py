@@ -248,7 +248,7 @@ def _unstaged():
 
 class _Layout:
     """Where a model's array leaves lie in its ``count`` packed buffers (one per dtype):
-    ``treedef`` and, per leaf, its buffer, offset and shape. Interned (:func:`_layout`), so that
+    ``treedef`` and, per leaf, its buffer, offset and shape. Interned (:func:`buffer_layout`), so that
     a compiled program's static argument compares and hashes by identity."""
 
     def __init__(self, treedef, count, places):
@@ -260,7 +260,7 @@ class _Layout:
 
 
 @functools.cache
-def _layout(treedef, leaves) -> _Layout:
+def buffer_layout(treedef, leaves) -> _Layout:
     """The layout of leaves ``((shape, dtype), ...)``: one buffer per dtype, in order of first use."""
     dtypes = list(dict.fromkeys(dtype for _, dtype in leaves))
     ends, places = [0] * len(dtypes), []
@@ -286,11 +286,6 @@ def packed_argument(cls):
     return cls
 
 
-def _concrete_leaves(model) -> bool:
-    """Whether every leaf of ``model`` is a concrete ``jax.Array`` (not a tracer)."""
-    return all(isinstance(x, jax.Array) and not isinstance(x, core.Tracer) for x in jax.tree_util.tree_leaves(model))
-
-
 def _packed(model):
     """``(layout, buffers)`` of a model whose leaves are all concrete ``jax.Array``, made once
     per model object and forgotten with it; ``None`` for others (tracers, NumPy arrays, which
@@ -298,9 +293,9 @@ def _packed(model):
     entry = _PACKED.get(id(model))
     if entry is not None and entry[0]() is model:
         return entry[1:]
-    if not _concrete_leaves(model):
-        return None
     leaves, treedef = jax.tree_util.tree_flatten(model)
+    if not all(isinstance(x, jax.Array) and not isinstance(x, core.Tracer) for x in leaves):
+        return None
     key = id(model)
 
     def forget(ref):
@@ -311,7 +306,7 @@ def _packed(model):
         ref = weakref.ref(model, forget)
     except TypeError:  # not weakly referable: its buffers could outlive it
         return None
-    layout = _layout(treedef, tuple((x.shape, x.dtype) for x in leaves))
+    layout = buffer_layout(treedef, tuple((x.shape, x.dtype) for x in leaves))
     buffers = tuple(jnp.concatenate([jnp.ravel(x) for x, (at, _, _) in zip(leaves, layout.places) if at == b])
                     for b in range(layout.count))
     _PACKED[key] = (ref, layout, buffers)
@@ -344,10 +339,10 @@ def _dispatch(fun, make_fast, plain, make_packed=None, one_state=False):
     def call(*args, **kwargs):
         batched = _unstaged()
         if batched is None:
-            # inlined where the program being traced is one function's, or where it closes over
-            # a model (its arrays then stay constants, which mbjax.fused packs), rather than
-            # traced as a jit of its own, whose trace JAX would reuse in other contexts
-            if _ONE_STATE.get() or any(isinstance(x, _PACKABLE) and _concrete_leaves(x) for x in args):
+            # inlined where the program being traced is one state's (_one_state), rather than
+            # traced as a jit of its own, whose trace JAX would reuse in other contexts; a model
+            # it closes over then stays constants, which mbjax.fused packs
+            if _ONE_STATE.get():
                 return fun(*args, **kwargs)
             return plain(*args, **kwargs)
         models = [(i, x) for i, x in enumerate(args) if isinstance(x, _PACKABLE)]

@@ -45,7 +45,7 @@ from jax import lax
 from jax._src import core
 from jax._src.pjit import jit_p
 
-from .compilation import _layout, one_function
+from .compilation import buffer_layout, one_function
 
 
 def fused(fun):
@@ -78,7 +78,7 @@ def _run(fun, *args):
     that its arguments enter as one buffer per dtype, so that slices of one buffer (a model
     passed packed, :mod:`mbjax.compilation`) enter as that buffer, not as a copy each."""
     packed = functools.partial(_packed_constants, fun)
-    layout = _layout(jax.tree_util.tree_structure(args), tuple((x.shape, x.dtype) for x in args))
+    layout = buffer_layout(jax.tree_util.tree_structure(args), tuple((x.shape, x.dtype) for x in args))
     buffers = tuple(jnp.concatenate([jnp.ravel(x) for x, (at, _, _) in zip(args, layout.places) if at == b])
                     for b in range(layout.count))
     return _once(lambda *bs: packed(*layout.unpack(bs)), *buffers)
