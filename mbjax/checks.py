@@ -17,6 +17,7 @@ import equinox as eqx
 import jax.numpy as jnp
 import numpy as np
 
+from .compilation import YNN_MIN_NV, one_function
 from .fused import batched, fused
 
 #: |norm - 1| above this makes a quaternion in q an error (float32 keeps ~1e-7)
@@ -158,14 +159,27 @@ def check_accelerations(qdd):
     return guard(qdd, [singular_accelerations(qdd)])
 
 
-def checked(model, compute, q, vectors: dict, f_ext=None, result_errors=lambda out: []):
+def checked(model, compute, q, vectors: dict, f_ext=None, result_errors=lambda out: [], fuse_below=YNN_MIN_NV):
     """``compute(model, q, *vectors.values(), f_ext)`` on inputs of checked shapes (in the model's
     dtype), raising the first of the inputs' errors (:func:`state_errors`, non-finite
-    ``f_ext``) and then of ``result_errors(result)``. The inputs are checked beside the
-    computation, not before it: the computation and the search for the first error make one
-    :func:`mbjax.fused.fused` program (unbatched), followed by the one conditional that raises,
-    so that a single call's program is a few kernels in a chain, which XLA:CPU runs one after
-    the other on the calling thread."""
+    ``f_ext``) and then of ``result_errors(result)``.
+
+    Where the program being traced can be one function (:func:`mbjax.compilation.one_function`,
+    unbatched) and the model has fewer than ``fuse_below`` coordinates, the inputs are checked
+    beside the computation, not before it: the computation and the search for the first error
+    make one :func:`mbjax.fused.fused` program, followed by the one conditional that raises.
+    Elsewhere the inputs pass through their check first (every kernel then follows its
+    conditional, which keeps XLA:CPU's kernels of one call in a chain, on the calling thread).
+    """
+    if not (one_function() and not batched() and model.nv < fuse_below):
+        (q,), vs = check_shapes(model, q, **vectors)
+        errors = state_errors(model, [q], dict(zip(vectors, vs)))
+        if f_ext is not None:
+            f_ext = check_external_force_shape(model, f_ext)
+            errors.append(non_finite(f_ext, "f_ext contains NaN or infinite values"))
+        q, vs, f_ext = guard((q, vs, f_ext), errors)
+        out = compute(model, q, *vs, f_ext)
+        return guard(out, list(result_errors(out)))
     (q,), vs = check_shapes(model, q, **vectors)
     f_ext = None if f_ext is None else check_external_force_shape(model, f_ext)
     messages = []
@@ -179,7 +193,7 @@ def checked(model, compute, q, vectors: dict, f_ext=None, result_errors=lambda o
         messages[:] = [message for _, message in errors]
         return out, first_error(errors)
 
-    out, first = (run if batched() else fused(run))(model, q, vs, f_ext)
+    out, first = fused(run)(model, q, vs, f_ext)
     return raise_first(out, first, messages)
 
 

@@ -45,18 +45,16 @@ from jax import lax
 from jax._src import core
 from jax._src.pjit import jit_p
 
-from .compilation import buffer_layout, one_function
+from .compilation import buffer_layout
 
 
 def fused(fun):
-    """``fun`` (arrays in, a pytree of arrays out) as one function where the program being traced
-    can be one (module docstring), else as it is. Its derivatives are
+    """``fun`` (arrays in, a pytree of arrays out) as one function, for a program being traced
+    that can be one (:func:`mbjax.compilation.one_function`, module docstring). Its derivatives are
     ``fun``'s own (a ``custom_jvp`` whose rule is the jvp of ``fun``): no differentiation goes
     through the loop."""
     @functools.wraps(fun)
     def call(*args):
-        if not one_function():  # elsewhere packed constants did not pay: YNNPACK's products of
-            return fun(*args)  # constants run inline, of slices on its thread pool
         # concrete arguments (a model closed over by the tracing program) are closed over in
         # turn, so that they stay constants, packed with the others
         flat, tree = jax.tree_util.tree_flatten(args)

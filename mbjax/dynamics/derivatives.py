@@ -234,6 +234,13 @@ def _forward_blocks(chol, dq, dv, chained: bool = False):
     return -back(Minv @ lead(dq)), -back(Minv @ lead(dv)), back(Minv)
 
 
+#: one state's derivatives are one function (:mod:`mbjax.fused`, with mbjax's flags) for models
+#: with fewer coordinates than this: their (nv, nv) products, XLA's own loops in that function
+#: instead of YNNPACK's, cost more than the kernels saved from about nv = 18 (session 39, public
+#: ``aba_derivatives``: ur5 22.8 -> 19.0 µs, panda 24.8 -> 22.4, solo12 33.7 -> 48.9)
+FUSED_BELOW_NV = 12
+
+
 #: (dtau/dq, dtau/dqd, M) without input checks (``f_ext`` (nb, 6) or None), each (nv, nv);
 #: vmapped, on the level sweeps
 state_derivatives = routed(_rnea_derivatives_kernel, _rnea_derivatives_one)
@@ -250,7 +257,7 @@ def rnea_derivatives(model: Model, q, qd, qdd, f_ext=None):
     **Returns:** ``(dtau_dq, dtau_dqd, dtau_dqdd)``, each (nv, nv); the q derivative along the
     tangent space, and ``dtau_dqdd = M(q)`` (Pinocchio's ``computeRNEADerivatives``).
     """
-    return checked(model, state_derivatives, q, {"qd": qd, "qdd": qdd}, f_ext)
+    return checked(model, state_derivatives, q, {"qd": qd, "qdd": qdd}, f_ext, fuse_below=FUSED_BELOW_NV)
 
 
 @jit(one_state=True)
@@ -262,4 +269,4 @@ def aba_derivatives(model: Model, q, qd, tau, f_ext=None):
     **Returns:** ``(dqdd_dq, dqdd_dqd, dqdd_dtau)``, each (nv, nv); the q derivative along the
     tangent space, and ``dqdd_dtau = M(q)^-1`` (Pinocchio's ``computeABADerivatives``).
     """
-    return checked(model, _aba_derivatives, q, {"qd": qd, "tau": tau}, f_ext)
+    return checked(model, _aba_derivatives, q, {"qd": qd, "tau": tau}, f_ext, fuse_below=FUSED_BELOW_NV)
