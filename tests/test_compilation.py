@@ -203,21 +203,32 @@ def test_packed_layout_round_trip():
         np.testing.assert_array_equal(x, y)
 
 
+def _hoisted_and_default(body, tmp_path, suffix):
+    """A script of ``body`` (after imports of JAX in float64 and mbjax, XLA_FLAGS removed) run in
+    fresh processes as ``script mode path``, for the modes "hoisted" (``body`` sets mbjax's
+    flags) and "default": each one's printed lines; its arrays saved at ``tmp_path / mode.suffix``."""
+    import subprocess
+    import sys
+
+    script = tmp_path / "script.py"
+    script.write_text("import os, sys\nos.environ.pop('XLA_FLAGS', None)\nimport jax, numpy as np\n"
+                      "jax.config.update('jax_enable_x64', True)\nimport mbjax\n" + body)
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    out = {}
+    for mode in ("hoisted", "default"):
+        run = subprocess.run([sys.executable, str(script), mode, str(tmp_path / f"{mode}.{suffix}")], env=env,
+                             capture_output=True, text=True, timeout=600)
+        assert run.returncode == 0, run.stderr[-2000:]
+        out[mode] = run.stdout.splitlines()
+    return out
+
+
 def test_cpu_flags_hoist_the_level_sweeps(tmp_path):
     """Importing mbjax makes no JAX backend, so that set_cpu_flags() after the import still
     reaches XLA: then the batched sweeps' loops are compiled as small calls, with the same
     accelerations as XLA's own loops; once JAX runs, set_cpu_flags() says it is too late, unless
     the flags are there already."""
-    import subprocess
-    import sys
-
-    script = tmp_path / "flags.py"
-    script.write_text(
-        "import os, sys\n"
-        "os.environ.pop('XLA_FLAGS', None)\n"
-        "import jax, numpy as np\n"
-        "jax.config.update('jax_enable_x64', True)\n"
-        "import mbjax\n"
+    out = _hoisted_and_default(
         "from mbjax.compilation import _backend_made, cpu_options, set_cpu_flags\n"
         "assert not _backend_made()\n"
         "if sys.argv[1] == 'hoisted':\n"
@@ -232,14 +243,7 @@ def test_cpu_flags_hoist_the_level_sweeps(tmp_path):
         "    set_cpu_flags()\n"
         "    print('again: nothing to change')\n"
         "except RuntimeError as e:\n"
-        "    print('late:', e)\n")
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    out = {}
-    for mode in ("hoisted", "default"):
-        run = subprocess.run([sys.executable, str(script), mode, str(tmp_path / f"{mode}.npy")], env=env,
-                             capture_output=True, text=True, timeout=600)
-        assert run.returncode == 0, run.stderr[-2000:]
-        out[mode] = run.stdout.splitlines()
+        "    print('late:', e)\n", tmp_path, "npy")
     assert out["hoisted"][0] == mbjax.compilation.flags_line()
     assert int(out["hoisted"][1]) >= 2 and int(out["default"][0]) == 0  # the level sweeps' scans
     assert out["hoisted"][-1] == "again: nothing to change"  # a cell run twice
@@ -266,16 +270,7 @@ def test_one_state_programs_fused_with_the_loop_flag(tmp_path):
     """With mbjax's flags, an entry point's program for one state of a small model is one
     function (mbjax.fused: a hoisted loop, no LAPACK call left in it): the same values,
     derivatives and error messages as without the flags, in fresh processes."""
-    import subprocess
-    import sys
-
-    script = tmp_path / "fused.py"
-    script.write_text(
-        "import os, sys\n"
-        "os.environ.pop('XLA_FLAGS', None)\n"
-        "import jax, numpy as np\n"
-        "jax.config.update('jax_enable_x64', True)\n"
-        "import mbjax\n"
+    out = _hoisted_and_default(
         "from mbjax.compilation import _one_state, set_cpu_flags, single_state_options\n"
         "if sys.argv[1] == 'hoisted':\n"
         "    set_cpu_flags()\n"
@@ -299,14 +294,7 @@ def test_one_state_programs_fused_with_the_loop_flag(tmp_path):
         "    try:\n"
         "        mbjax.aba(model, *args).block_until_ready()\n"
         "    except Exception as e:\n"
-        "        print([m for m in ('norm is not 1', 'qd contains NaN') if m in str(e)])\n")
-    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
-    out = {}
-    for mode in ("hoisted", "default"):
-        run = subprocess.run([sys.executable, str(script), mode, str(tmp_path / f"{mode}.npz")], env=env,
-                             capture_output=True, text=True, timeout=600)
-        assert run.returncode == 0, run.stderr[-2000:]
-        out[mode] = run.stdout.splitlines()
+        "        print([m for m in ('norm is not 1', 'qd contains NaN') if m in str(e)])\n", tmp_path, "npz")
     calls, lapack = map(int, out["hoisted"][0].split())
     assert calls >= 1 and lapack == 0  # one function, no library call
     assert int(out["default"][0].split()[1]) > 0  # without the flags: LAPACK's Cholesky solve
