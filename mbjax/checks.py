@@ -171,25 +171,23 @@ def checked(model, compute, q, vectors: dict, f_ext=None, result_errors=lambda o
     Elsewhere the inputs pass through their check first (every kernel then follows its
     conditional, which keeps XLA:CPU's kernels of one call in a chain, on the calling thread).
     """
-    if not (one_function() and not batched() and model.nv < fuse_below):
-        (q,), vs = check_shapes(model, q, **vectors)
-        errors = state_errors(model, [q], dict(zip(vectors, vs)))
-        if f_ext is not None:
-            f_ext = check_external_force_shape(model, f_ext)
-            errors.append(non_finite(f_ext, "f_ext contains NaN or infinite values"))
-        q, vs, f_ext = guard((q, vs, f_ext), errors)
-        out = compute(model, q, *vs, f_ext)
-        return guard(out, list(result_errors(out)))
     (q,), vs = check_shapes(model, q, **vectors)
     f_ext = None if f_ext is None else check_external_force_shape(model, f_ext)
+
+    def input_errors(q, vs, f_ext):
+        errors = state_errors(model, [q], dict(zip(vectors, vs)))
+        return errors + ([] if f_ext is None else [non_finite(f_ext, "f_ext contains NaN or infinite values")])
+
+    if not (one_function() and not batched() and model.nv < fuse_below):
+        q, vs, f_ext = guard((q, vs, f_ext), input_errors(q, vs, f_ext))
+        out = compute(model, q, *vs, f_ext)
+        return guard(out, list(result_errors(out)))
     messages = []
 
     def run(model, q, vs, f_ext):
         out = compute(model, q, *vs, f_ext)
-        errors = state_errors(model, [q], dict(zip(vectors, vs)))
-        if f_ext is not None:
-            errors.append(non_finite(f_ext, "f_ext contains NaN or infinite values"))
-        errors = [(flags, message) for flags, message in errors + list(result_errors(out)) if jnp.size(flags)]
+        errors = [(flags, message) for flags, message in input_errors(q, vs, f_ext) + list(result_errors(out))
+                  if jnp.size(flags)]
         messages[:] = [message for _, message in errors]
         return out, first_error(errors)
 

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial
-from ..checks import check_state
+from ..checks import checked
 from ..compilation import jit
 from ..kinematics import TreeKinematics, tree_kinematics
 from ..model.model import Model
@@ -124,5 +124,4 @@ def crba(model: Model, q):
 
     Includes the joint armature on its diagonal.
     """
-    q = check_state(model, q)
-    return crba_fast(model, q)
+    return checked(model, lambda model, q, f_ext: crba_fast(model, q), q, {})
