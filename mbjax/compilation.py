@@ -254,6 +254,11 @@ class _Layout:
     def __init__(self, treedef, count, places):
         self.treedef, self.count, self.places = treedef, count, places
 
+    def pack(self, leaves):
+        """The buffers of ``leaves`` (arrays of this layout's shapes and dtypes), one per dtype."""
+        return tuple(jnp.concatenate([jnp.ravel(x) for x, (at, _, _) in zip(leaves, self.places) if at == b])
+                     for b in range(self.count))
+
     def unpack(self, buffers):
         leaves = [buffers[b][o:o + int(np.prod(shape))].reshape(shape) for b, o, shape in self.places]
         return jax.tree_util.tree_unflatten(self.treedef, leaves)
@@ -307,8 +312,7 @@ def _packed(model):
     except TypeError:  # not weakly referable: its buffers could outlive it
         return None
     layout = buffer_layout(treedef, tuple((x.shape, x.dtype) for x in leaves))
-    buffers = tuple(jnp.concatenate([jnp.ravel(x) for x, (at, _, _) in zip(leaves, layout.places) if at == b])
-                    for b in range(layout.count))
+    buffers = layout.pack(leaves)
     _PACKED[key] = (ref, layout, buffers)
     return layout, buffers
 

@@ -77,9 +77,7 @@ def _run(fun, *args):
     passed packed, :mod:`mbjax.compilation`) enter as that buffer, not as a copy each."""
     packed = functools.partial(_packed_constants, fun)
     layout = buffer_layout(jax.tree_util.tree_structure(args), tuple((x.shape, x.dtype) for x in args))
-    buffers = tuple(jnp.concatenate([jnp.ravel(x) for x, (at, _, _) in zip(args, layout.places) if at == b])
-                    for b in range(layout.count))
-    return _once(lambda *bs: packed(*layout.unpack(bs)), *buffers)
+    return _once(lambda *bs: packed(*layout.unpack(bs)), *layout.pack(args))
 
 
 def batched() -> bool:
