@@ -73,11 +73,8 @@ def fused(fun):
 
 def _run(fun, *args):
     """``fun(*args)`` (arrays) as one function: with its constants packed, in a loop of one trip
-    that its arguments enter as one buffer per dtype, so that slices of one buffer (a model
-    passed packed, :mod:`mbjax.compilation`) enter as that buffer, not as a copy each."""
-    packed = functools.partial(_packed_constants, fun)
-    layout = buffer_layout(jax.tree_util.tree_structure(args), tuple((x.shape, x.dtype) for x in args))
-    return _once(lambda *bs: packed(*layout.unpack(bs)), *layout.pack(args))
+    (:func:`_once`)."""
+    return _once(functools.partial(_packed_constants, fun), *args)
 
 
 def batched() -> bool:
@@ -92,17 +89,33 @@ def batched() -> bool:
 
 
 def _once(fun, *args):
-    """``fun(*args)`` in a while loop of one trip whose count XLA cannot see, its arguments
-    tied to the trip counter (an optimisation barrier on both), or XLA's loop-invariant code
-    motion would move the body out of the loop."""
-    start = lax.optimization_barrier(jnp.int32(0))
-    zeros = jax.tree_util.tree_map(lambda s: jnp.zeros(s.shape, s.dtype), jax.eval_shape(fun, *args))
+    """``fun(*args)`` in a while loop of one trip whose count XLA cannot see.
 
-    def body(carry):
-        i, xs = lax.optimization_barrier((carry[0], args))
-        return i + 1, fun(*xs)
+    The loop's state is one buffer per dtype (:func:`mbjax.compilation.buffer_layout`) that
+    holds the trip counter's start and step (0 and 1), the arguments, and places for the
+    results: made by one kernel per dtype (literals would be constants of their own, each a
+    buffer that every call wraps anew, and each place of a result a kernel), and slices of one
+    buffer (a model passed packed, :mod:`mbjax.compilation`) enter as that buffer, not as a
+    copy each. The body ties the arguments to the counter (an optimisation barrier), or XLA's
+    loop-invariant code motion would move the computation out of the loop."""
+    results = jax.eval_shape(fun, *args)
+    dtype = args[0].dtype if args and jnp.issubdtype(args[0].dtype, jnp.number) else np.dtype(np.int32)
+    places = [np.zeros(r.shape, r.dtype) for r in jax.tree_util.tree_leaves(results)]
+    leaves = [np.array([0, 1], dtype), *args, *places]
+    layout = buffer_layout(jax.tree_util.tree_structure(leaves), tuple((jnp.shape(x), x.dtype) for x in leaves))
+    n = 1 + len(args)
 
-    return lax.while_loop(lambda c: c[0] < 1, body, (start, zeros))[1]
+    def body(buffers):
+        counter, *xs = lax.optimization_barrier(layout.unpack(buffers)[:n])
+        out = jax.tree_util.tree_leaves(fun(*xs))
+        return layout.pack([jnp.stack([counter[0] + counter[1], counter[1]]), *xs, *out])
+
+    def more(buffers):
+        counter = layout.unpack(buffers)[0]
+        return counter[0] < counter[1]
+
+    final = layout.unpack(lax.while_loop(more, body, layout.pack(leaves)))
+    return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(results), final[n:])
 
 
 def _concrete(x) -> bool:

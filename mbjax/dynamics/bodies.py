@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import NamedTuple
 
 import jax
@@ -10,6 +11,7 @@ import jax.numpy as jnp
 from .. import spatial
 from ..kinematics import TreeKinematics, body_velocities_from, joint_bias
 from ..model.model import Model
+from ..model.tree import as_index, take
 
 
 class BodyTerms(NamedTuple):
@@ -50,9 +52,10 @@ def external_forces_or_zero(model: Model, f_ext, dtype):
 def body_terms(model: Model, tk: TreeKinematics, q, qd, f_ext=None) -> BodyTerms:
     inertia = world_inertias(model, tk)
     v = body_velocities_from(model, tk, qd)
-    body = model.topology.dof_body
-    # sum of S_k qd_k over the coordinates of each joint
-    vJ = jax.ops.segment_sum(tk.S * qd[:, None], body, model.nbodies, indices_are_sorted=True)
+    # sum of S_k qd_k over the coordinates of each joint, a static gather per column of the
+    # bodies' coordinates (a segment sum's scatter is a loop of its own in XLA)
+    Sqd = jnp.concatenate([tk.S * qd[:, None], jnp.zeros((1, 6), qd.dtype)])
+    vJ = functools.reduce(jnp.add, [take(Sqd, as_index(dofs)) for dofs in model.topology.body_dofs.T])
     c = spatial.cross_motion(v, vJ)
     if model.topology.has_bias:
         c = c + spatial.transform_motion(tk.R, tk.p, joint_bias(model, q, qd))

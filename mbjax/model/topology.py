@@ -177,6 +177,14 @@ class Topology:
         return np.repeat(np.arange(self.nbodies), [j.nv for j in self.joints]).astype(np.int32)
 
     @functools.cached_property
+    def body_dofs(self):
+        """Velocity coordinates of each body, (nb, the widest joint's nv), padded with nv."""
+        dofs = np.full((self.nbodies, max((j.nv for j in self.joints), default=0)), self.nv, dtype=np.int32)
+        for b, joint in enumerate(self.joints):
+            dofs[b, :joint.nv] = np.arange(self.v_start[b], self.v_start[b] + joint.nv)
+        return dofs
+
+    @functools.cached_property
     def groups(self):
         """The bodies grouped by joint type (:class:`JointGroup`), in order of first appearance."""
         out = []
@@ -274,10 +282,7 @@ class Topology:
         for d in range(max(depth) + 1 if nb else 0):
             bodies = [i for i in range(nb) if depth[i] == d]
             width = max(self.joints[b].nv for b in bodies)
-            dofs = np.full((len(bodies), width), self.nv, dtype=np.int32)  # nv = padding
-            for k, b in enumerate(bodies):
-                nvb = self.joints[b].nv
-                dofs[k, :nvb] = np.arange(self.v_start[b], self.v_start[b] + nvb)
+            dofs = self.body_dofs[bodies, :width]  # nv = padding
             out.append(Level(tuple(bodies), dofs, dofs == self.nv))
         return tuple(out)
 
