@@ -303,7 +303,7 @@ def _packed(model):
     could change in place, or an object that cannot be weakly referenced)."""
     entry = _PACKED.get(id(model))
     if entry is not None and entry[0]() is model:
-        return entry[1:]
+        return entry[1]
     leaves, treedef = jax.tree_util.tree_flatten(model)
     if not all(isinstance(x, jax.Array) and not isinstance(x, core.Tracer) for x in leaves):
         return None
@@ -319,7 +319,7 @@ def _packed(model):
         return None
     layout = buffer_layout(treedef, tuple((x.shape, x.dtype) for x in leaves))
     buffers = layout.pack(leaves)
-    _PACKED[key] = (ref, layout, buffers)
+    _PACKED[key] = (ref, (layout, buffers))
     return layout, buffers
 
 
@@ -352,16 +352,16 @@ def _dispatch(fun, make_fast, plain, make_packed=None, one_state=False):
         return alone
 
     def with_models(batched, args, kwargs):
-        models = [(i, x) for i, x in enumerate(args) if isinstance(x, _PACKABLE)]
-        kind = "one" if one_state and not batched and all(x.nv < YNN_MIN_NV for _, x in models) else "batch"
-        if packed is not None:
-            spec, flat = [], list(args)
-            for i, x in models:
-                if (found := _packed(x)) is not None:
+        small, spec, flat = not batched, [], list(args)
+        for i, x in enumerate(args):
+            if isinstance(x, _PACKABLE):
+                small = small and x.nv < YNN_MIN_NV
+                if packed is not None and (found := _packed(x)) is not None:
                     spec.append((i, found[0]))
                     flat[i] = found[1]
-            if spec:
-                return packed(kind)(tuple(spec), *flat, **kwargs)
+        kind = "one" if one_state and small else "batch"
+        if spec:
+            return packed(kind)(tuple(spec), *flat, **kwargs)
         return fast(kind)(*args, **kwargs)
 
     @functools.wraps(fun)

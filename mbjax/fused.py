@@ -91,31 +91,54 @@ def batched() -> bool:
 def _once(fun, *args):
     """``fun(*args)`` in a while loop of one trip whose count XLA cannot see.
 
-    The loop's state is one buffer per dtype (:func:`mbjax.compilation.buffer_layout`) that
-    holds the trip counter's start and step (0 and 1), the arguments, and places for the
-    results: made by one kernel per dtype (literals would be constants of their own, each a
-    buffer that every call wraps anew, and each place of a result a kernel), and slices of one
-    buffer (a model passed packed, :mod:`mbjax.compilation`) enter as that buffer, not as a
-    copy each. The body ties the arguments to the counter (an optimisation barrier), or XLA's
-    loop-invariant code motion would move the computation out of the loop."""
+    The loop's state is one buffer per floating dtype (:func:`_stored`) that holds the trip
+    counter's start and step (0 and 1), the arguments, and places for the results: made by one
+    kernel (literals would be constants of their own, each a buffer that every call wraps
+    anew, and each place of a result a kernel), and slices of one buffer (a model passed
+    packed, :mod:`mbjax.compilation`) enter as that buffer, not as a copy each. The body ties
+    the arguments to the counter (an optimisation barrier), or XLA's loop-invariant code motion
+    would move the computation out of the loop."""
     results = jax.eval_shape(fun, *args)
-    dtype = args[0].dtype if args and jnp.issubdtype(args[0].dtype, jnp.number) else np.dtype(np.int32)
-    places = [np.zeros(r.shape, r.dtype) for r in jax.tree_util.tree_leaves(results)]
-    leaves = [np.array([0, 1], dtype), *args, *places]
-    layout = buffer_layout(jax.tree_util.tree_structure(leaves), tuple((jnp.shape(x), x.dtype) for x in leaves))
+    leaves = [np.array([0, 1], jax.dtypes.canonicalize_dtype(np.float64)), *args, *(np.zeros(r.shape, r.dtype) for r in jax.tree_util.tree_leaves(results))]
+    dtypes = [np.dtype(x.dtype) for x in leaves]
+    stored = [_stored(x) for x in leaves]
+    layout = buffer_layout(jax.tree_util.tree_structure(stored), tuple((jnp.shape(x), x.dtype) for x in stored))
     n = 1 + len(args)
 
+    def unpack(buffers):
+        return [_restored(x, dtype) for x, dtype in zip(layout.unpack(buffers), dtypes)]
+
     def body(buffers):
-        counter, *xs = lax.optimization_barrier(layout.unpack(buffers)[:n])
+        counter, *xs = lax.optimization_barrier(unpack(buffers)[:n])
         out = jax.tree_util.tree_leaves(fun(*xs))
-        return layout.pack([jnp.stack([counter[0] + counter[1], counter[1]]), *xs, *out])
+        return layout.pack([_stored(x) for x in [jnp.stack([counter[0] + counter[1], counter[1]]), *xs, *out]])
 
     def more(buffers):
-        counter = layout.unpack(buffers)[0]
+        counter = unpack(buffers)[0]
         return counter[0] < counter[1]
 
-    final = layout.unpack(lax.while_loop(more, body, layout.pack(leaves)))
+    final = unpack(lax.while_loop(more, body, layout.pack(stored)))
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(results), final[n:])
+
+
+def _stored(x):
+    """``x`` as it lies in a packed buffer: a floating (or complex) array as it is; integers and
+    booleans as JAX's default integers, bitcast into the floats of that width (exact), so that
+    a program's arrays of every dtype share one buffer per floating dtype."""
+    if jnp.issubdtype(x.dtype, jnp.inexact):
+        return x
+    integer = jax.dtypes.canonicalize_dtype(np.int64)
+    floating = np.dtype(f"float{8 * integer.itemsize}")
+    if isinstance(x, np.ndarray):
+        return x.astype(integer).view(floating)
+    return lax.bitcast_convert_type(x.astype(integer), floating)
+
+
+def _restored(x, dtype):
+    """The array of ``dtype`` that :func:`_stored` stored as ``x``."""
+    if jnp.issubdtype(dtype, jnp.inexact):
+        return x
+    return lax.bitcast_convert_type(x, jax.dtypes.canonicalize_dtype(np.int64)).astype(dtype)
 
 
 def _concrete(x) -> bool:
@@ -212,15 +235,16 @@ def _packed_constants(fun, *args):
 
     jax.make_jaxpr(lambda *xs: _evaluate(closed, xs, record))(*flat)
     arrays = [a for _, a in found.values()]
-    dtypes = list(dict.fromkeys(a.dtype for a in arrays))
+    stored = [np.ravel(_stored(a)) for a in arrays]
+    dtypes = list(dict.fromkeys(a.dtype for a in stored))
     # the arguments behind the same barrier: in a loop, the constants then stay in its body
     buffers, flat = lax.optimization_barrier((tuple(
-        jnp.asarray(np.concatenate([np.ravel(a) for a in arrays if a.dtype == dt])) for dt in dtypes), flat))
+        jnp.asarray(np.concatenate([a for a in stored if a.dtype == dt])) for dt in dtypes), flat))
     slices, ends = [], dict.fromkeys(dtypes, 0)
-    for a in arrays:
-        b = buffers[dtypes.index(a.dtype)]
-        slices.append(b[ends[a.dtype]:ends[a.dtype] + a.size].reshape(a.shape))
-        ends[a.dtype] += a.size
+    for a, s in zip(arrays, stored):
+        b = buffers[dtypes.index(s.dtype)]
+        slices.append(_restored(b[ends[s.dtype]:ends[s.dtype] + s.size], a.dtype).reshape(a.shape))
+        ends[s.dtype] += s.size
     order = iter(slices)
     seen = {}
 

@@ -203,6 +203,29 @@ def test_packed_layout_round_trip():
         np.testing.assert_array_equal(x, y)
 
 
+def test_fused_run_keeps_every_dtype_exact():
+    """mbjax.fused's loop (its state and constants stored in one floating buffer per dtype,
+    integers and booleans bitcast): arguments, constants and results of every dtype come back
+    bit for bit, NaN, infinities, -0.0 and the extreme integers included."""
+    from mbjax.fused import _run
+
+    table = np.array([-2**62, 2**40 + 1, -1, 0], np.int64)
+    mask = np.array([True, False, True])
+    odd = np.array([np.nan, -0.0, np.inf, 5e-324])
+
+    def fun(x, i, b, y):
+        return {"x": x * 2.0 + odd, "i": i * 3 + table[:2], "b": b & mask, "y": y + np.float32(1.5),
+                "k": jnp.take(table, i % 4), "u": (i % 7).astype(jnp.uint32) + np.uint32(2**31)}
+
+    args = (jnp.array([1.0, -3.5, 2.0, 0.25]), jnp.array([7, -9], jnp.int32), jnp.array([True, True, False]),
+            jnp.array([2.5, np.nan], jnp.float32))
+    got, want = jax.jit(lambda *a: _run(fun, *a))(*args), jax.jit(fun)(*args)
+    assert jax.tree.structure(got) == jax.tree.structure(want)
+    for key in want:
+        assert got[key].dtype == want[key].dtype, key
+        np.testing.assert_array_equal(np.asarray(got[key]).view(np.uint8), np.asarray(want[key]).view(np.uint8), key)
+
+
 def _hoisted_and_default(body, tmp_path, suffix):
     """A script of ``body`` (after imports of JAX in float64 and mbjax, XLA_FLAGS removed) run in
     fresh processes as ``script mode path``, for the modes "hoisted" (``body`` sets mbjax's
