@@ -226,6 +226,28 @@ def test_fused_run_keeps_every_dtype_exact():
         np.testing.assert_array_equal(np.asarray(got[key]).view(np.uint8), np.asarray(want[key]).view(np.uint8), key)
 
 
+def test_fused_run_writes_reductions_out():
+    """In mbjax.fused's one function reductions become elementwise operations (no reduction's
+    own computation, whose scalars XLA:CPU allocates on the heap at every call): the same
+    minima, maxima and logical reductions bit for bit, sums and products to rounding (halves
+    first above 16 terms), over any axes."""
+    from mbjax.fused import _run
+
+    x = jnp.asarray(np.random.default_rng(0).normal(size=(3, 40, 5)))
+
+    def fun(x):
+        return (x.sum(axis=1), x.sum(axis=(0, 2)), x.sum(), x.max(axis=0), x.min(axis=(1, 2)),
+                (x > 0).all(axis=1), (x > 2).any(axis=0), (1 + x / 10).prod(axis=1), jnp.sum(x[:, :3], axis=1))
+
+    got, want = jax.jit(lambda x: _run(fun, x))(x), jax.jit(fun)(x)
+    assert "reduce(" not in jax.jit(lambda x: _run(fun, x)).lower(x).compile().as_text()
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_allclose(g, w, rtol=1e-14, atol=1e-14)
+    for i in (3, 4, 5, 6, 8):  # the order of a minimum or a logical sum does not matter; 3 terms in order
+        np.testing.assert_array_equal(got[i], want[i])
+
+
 def _hoisted_and_default(body, tmp_path, suffix):
     """A script of ``body`` (after imports of JAX in float64 and mbjax, XLA_FLAGS removed) run in
     fresh processes as ``script mode path``, for the modes "hoisted" (``body`` sets mbjax's
