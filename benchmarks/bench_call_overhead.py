@@ -16,6 +16,10 @@ recommended ``XLA_FLAGS`` unless given (``mbjax.compilation.set_cpu_flags``):
 - ``kernels K``: a chain of ``K`` small matrix products (a kernel each, XLA:CPU's thunks), and
   ``one loop K`` the same inside a ``lax.while_loop`` of one trip whose count XLA cannot see,
   which the small-loop hoisting of mbjax's flags compiles into one function;
+- ``reductions K``: ``K`` sums of six numbers, each a reduction (whose own small computation's
+  scalars XLA:CPU allocates on the heap at every call: three ``malloc`` / ``free`` pairs a
+  reduction, session 40), and ``written out K`` the same sums term by term (what
+  :mod:`mbjax.fused` makes of reductions);
 - ``no check, ... flops``: a program above 1000 flops without a host callback, which PJRT
   hands to a worker thread (``context switches`` per call, from ``getrusage``), against the
   same with the check's callback, which makes it run on the calling thread;
@@ -26,6 +30,7 @@ recommended ``XLA_FLAGS`` unless given (``mbjax.compilation.set_cpu_flags``):
 """
 
 import argparse
+import functools
 import json
 import os
 import resource
@@ -92,6 +97,18 @@ def with_kernels(k, loop):
     return f
 
 
+def with_reductions(k, written_out):
+    """tau combined with ``k`` sums of six numbers: reductions, or the terms added one by one."""
+    def f(q, qd, tau):
+        out = tau
+        for i in range(k):
+            x = out * (i + 1.5)
+            out = out + (functools.reduce(lax.add, [x[j] for j in range(6)]) if written_out else x.sum())
+        return check(out, q)
+
+    return f
+
+
 def heavy(with_check):
     """About 2600 flops (PJRT runs programs under 1000 on the calling thread)."""
     W = np.random.default_rng(0).normal(size=(8, 6, 6)) / 6
@@ -123,6 +140,9 @@ def main():
     for k in (20, 60):
         variants[f"kernels {k}"] = with_kernels(k, False)
         variants[f"one loop {k}"] = with_kernels(k, True)
+    for k in (10, 30):
+        variants[f"reductions {k}"] = with_reductions(k, False)
+        variants[f"written out {k}"] = with_reductions(k, True)
     variants["no check, 2600 flops"] = heavy(False)
     variants["check, 2600 flops"] = heavy(True)
 
