@@ -1,7 +1,7 @@
 """One state's program as a single XLA:CPU function: :func:`fused`.
 
-A single call of ``aba`` on ur5 computes for about a microsecond (Pinocchio: 1.5 µs), yet costs
-12 µs: XLA:CPU's runtime spends the rest on its 60-80 kernels (about 0.1 µs each, a task of its
+A single call of ``aba`` on ur5 computes for about a microsecond (Pinocchio: 1.5 µs), yet cost
+12 µs (session 39): XLA:CPU's runtime spends the rest on its 60-80 kernels (about 0.1 µs each, a task of its
 thunk executor, which also hands kernels to its thread pool unless they form a chain or number
 at most 8) and on its constants (67 ns each per call: every constant array of the program, such
 as a model's masses or the tree's index tables, is a buffer that each call wraps anew;
@@ -12,17 +12,21 @@ one:
 
 - **In a while loop of one trip**, which XLA:CPU's ``SmallWhileLoopHoistingPass`` compiles into a
   single function of the program (a loop that accesses under the threshold and holds no library
-  call): the kernels of its body are then plain calls. The trip count is hidden from XLA (an
-  optimisation barrier on the counter's start), or its simplifier would inline the loop, and
-  the arguments are tied to the counter by a barrier, or its loop-invariant code motion would
-  move the body out. The arguments enter as one buffer per dtype.
-- **Its constants folded and packed into one buffer per dtype.** The function is traced to a
-  jaxpr and evaluated again from it: equations of constants only are computed at trace time,
-  and the constant arrays the others take are slices of one concatenated constant per dtype,
-  behind ``lax.optimization_barrier`` (without it XLA's constant folding would slice the buffer
-  back into as many constants). ``jit`` calls and custom rules' primal functions are inlined.
-- **No library call**: a small matrix's Cholesky factor and triangular solves (LAPACK's in
-  JAX on a CPU) are written out entry by entry.
+  call): the kernels of its body are then plain calls. The trip count is hidden from XLA (the
+  counter lies in the loop's state), or its simplifier would inline the loop, and the
+  arguments are tied to the counter by a barrier, or its loop-invariant code motion would move
+  the body out. The loop's state (counter, arguments, places for the results) is one buffer
+  per floating dtype, integers and booleans bitcast into it: one kernel makes it.
+- **Its constants folded and packed into one buffer.** The function is traced to a jaxpr and
+  evaluated again from it: equations of constants only are computed at trace time, and the
+  constant arrays the others take are slices of one concatenated constant per floating dtype
+  (integers and booleans bitcast), behind ``lax.optimization_barrier`` (without it XLA's
+  constant folding would slice the buffer back into as many constants). ``jit`` calls and
+  custom rules' primal functions are inlined.
+- **No library call, no reduction**: a small matrix's Cholesky factor and triangular solves
+  (LAPACK's in JAX on a CPU) are written out entry by entry, and reductions as elementwise
+  operations (XLA:CPU allocates the scalars of a reduction's own computation on the heap at
+  every call, about 0.2 µs each).
 
 Elsewhere :func:`fused` runs ``fun`` as it is: without the loop, packed constants did not pay
 (YNNPACK, in JAX's default options, runs a product of constants inline and one of slices on its
