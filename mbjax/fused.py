@@ -1,11 +1,11 @@
 """One state's program as a single XLA:CPU function: :func:`fused`.
 
 A single call of ``aba`` on ur5 computes for about a microsecond (Pinocchio: 1.5 µs), yet cost
-12 µs (session 39): XLA:CPU's runtime spends the rest on its 60-80 kernels (about 0.1 µs each, a task of its
-thunk executor, which also hands kernels to its thread pool unless they form a chain or number
-at most 8) and on its constants (67 ns each per call: every constant array of the program, such
-as a model's masses or the tree's index tables, is a buffer that each call wraps anew;
-``benchmarks/bench_call_overhead.py``). Where the program being traced can be one function
+12 µs in session 39: XLA:CPU's runtime spent the rest on its 60-80 kernels (about 0.1 µs each,
+a task of its thunk executor, which also hands kernels to its thread pool unless they form a
+chain or number at most 8) and on its constants (67 ns each per call: every constant array of
+the program, such as a model's masses or the tree's index tables, is a buffer that each call
+wraps anew; ``benchmarks/bench_call_overhead.py``). Where the program being traced can be one function
 (:func:`mbjax.compilation.one_function`: one state's entry point compiled without YNNPACK, and
 XLA:CPU's small-loop hoisting on, :data:`mbjax.compilation.CPU_FLAGS`), :func:`fused` makes it
 one:
@@ -31,7 +31,7 @@ one:
 Elsewhere :func:`fused` runs ``fun`` as it is: without the loop, packed constants did not pay
 (YNNPACK, in JAX's default options, runs a product of constants inline and one of slices on its
 thread pool). Interleaved, closed over with its checks, ``mbjax.jit(..., one_state=True)``
-(session 39, mbjax's flags): see benchmarks/README.md.
+(sessions 39 and 40, mbjax's flags): see benchmarks/README.md.
 
 Only values go through the loop: derivatives are ``fun``'s own (a ``custom_jvp`` whose rule is
 the jvp of ``fun``). :func:`mbjax.checks.checked` fuses the computation of mbjax's checked entry
@@ -103,7 +103,8 @@ def _once(fun, *args):
     the arguments to the counter (an optimisation barrier), or XLA's loop-invariant code motion
     would move the computation out of the loop."""
     results = jax.eval_shape(fun, *args)
-    leaves = [np.array([0, 1], jax.dtypes.canonicalize_dtype(np.float64)), *args, *(np.zeros(r.shape, r.dtype) for r in jax.tree_util.tree_leaves(results))]
+    places = [np.zeros(r.shape, r.dtype) for r in jax.tree_util.tree_leaves(results)]
+    leaves = [np.array([0, 1], jax.dtypes.canonicalize_dtype(np.float64)), *args, *places]
     dtypes = [np.dtype(x.dtype) for x in leaves]
     stored = [_stored(x) for x in leaves]
     layout = buffer_layout(jax.tree_util.tree_structure(stored), tuple((jnp.shape(x), x.dtype) for x in stored))
@@ -184,7 +185,7 @@ def _evaluate(closed, flat, constant):
                     xs = [constant(x) if _concrete(x) and np.ndim(x) > 0 else x for x in xs]
                     outs = _without_library(eqn, xs)
                     if outs is None:
-                        outs = _pairwise(eqn, xs)
+                        outs = _without_reduction(eqn, xs)
                     if outs is None:
                         with eqn.ctx.manager:
                             outs = eqn.primitive.bind(*xs, **params)
@@ -227,12 +228,12 @@ def _without_library(eqn, xs):
     return None
 
 
-#: reductions and their elementwise operations (:func:`_pairwise`)
+#: reductions and their elementwise operations (:func:`_without_reduction`)
 _REDUCTIONS = {"reduce_sum": lax.add, "reduce_prod": lax.mul, "reduce_max": lax.max, "reduce_min": lax.min,
                "reduce_and": lax.bitwise_and, "reduce_or": lax.bitwise_or}
 
 
-def _pairwise(eqn, xs):
+def _without_reduction(eqn, xs):
     """``eqn``'s output where it is a reduction, as elementwise operations: halves added (or
     maximised, ...) while more than 16 terms are left, then the terms one after the other;
     else None. In the one function, XLA:CPU allocates the scalars of each reduction's own
