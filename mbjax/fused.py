@@ -78,7 +78,7 @@ def fused(fun):
 def _run(fun, *args):
     """``fun(*args)`` (arrays) as one function: with its constants packed, in a loop of one trip
     (:func:`_once`)."""
-    return _once(functools.partial(_packed_constants, fun), *args)
+    return _once(functools.partial(_packed_constants, fun), jax.eval_shape(fun, *args), *args)
 
 
 def batched() -> bool:
@@ -92,8 +92,9 @@ def batched() -> bool:
     return False
 
 
-def _once(fun, *args):
-    """``fun(*args)`` in a while loop of one trip whose count XLA cannot see.
+def _once(fun, results, *args):
+    """``fun(*args)`` (of the shapes ``results``) in a while loop of one trip whose count XLA
+    cannot see.
 
     The loop's state is one buffer per floating dtype (:func:`_stored`) that holds the trip
     counter's start and step (0 and 1), the arguments, and places for the results: made by one
@@ -102,7 +103,6 @@ def _once(fun, *args):
     packed, :mod:`mbjax.compilation`) enter as that buffer, not as a copy each. The body ties
     the arguments to the counter (an optimisation barrier), or XLA's loop-invariant code motion
     would move the computation out of the loop."""
-    results = jax.eval_shape(fun, *args)
     places = [np.zeros(r.shape, r.dtype) for r in jax.tree_util.tree_leaves(results)]
     leaves = [np.array([0, 1], jax.dtypes.canonicalize_dtype(np.float64)), *args, *places]
     dtypes = [np.dtype(x.dtype) for x in leaves]
