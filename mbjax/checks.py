@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from .compilation import YNN_MIN_NV, one_function
-from .fused import batched, fused
+from .fused import fused
 
 #: |norm - 1| above this makes a quaternion in q an error (float32 keeps ~1e-7)
 UNIT_NORM_TOLERANCE = 1e-5
@@ -164,10 +164,11 @@ def checked(model, compute, q, vectors: dict, f_ext=None, result_errors=lambda o
     dtype), raising the first of the inputs' errors (:func:`state_errors`, non-finite
     ``f_ext``) and then of ``result_errors(result)``.
 
-    Where the program being traced can be one function (:func:`mbjax.compilation.one_function`,
-    unbatched) and the model has fewer than ``fuse_below`` coordinates, the inputs are checked
-    beside the computation, not before it: the computation and the search for the first error
-    make one :func:`mbjax.fused.fused` program, followed by the one conditional that raises.
+    Where the call being traced can be one function (:func:`mbjax.compilation.one_function`:
+    mbjax's flags, unbatched) and the model has fewer than ``fuse_below`` coordinates, the
+    inputs are checked beside the computation, not before it: the computation and the search
+    for the first error make one :func:`mbjax.fused.fused` program, followed by the one
+    conditional that raises.
     Elsewhere the inputs pass through their check first (every kernel then follows its
     conditional, which keeps XLA:CPU's kernels of one call in a chain, on the calling thread).
     """
@@ -178,7 +179,7 @@ def checked(model, compute, q, vectors: dict, f_ext=None, result_errors=lambda o
         errors = state_errors(model, [q], dict(zip(vectors, vs)))
         return errors + ([] if f_ext is None else [non_finite(f_ext, "f_ext contains NaN or infinite values")])
 
-    if not (one_function() and not batched() and model.nv < fuse_below):
+    if not (one_function() and model.nv < fuse_below):
         q, vs, f_ext = guard((q, vs, f_ext), input_errors(q, vs, f_ext))
         out = compute(model, q, *vs, f_ext)
         return guard(out, list(result_errors(out)))

@@ -43,8 +43,9 @@ the public ``aba`` 16.9 -> 15.1 µs on ur5, 21.1 -> 18.6 on solo12 (with the che
 -> 2.37 ms, compile times unchanged. From about 32 coordinates YNNPACK's products win (talos_reduced's
 ``aba_derivatives`` 78 against 83 µs without, talos_full's 108 against 117), so larger models
 and batches keep :func:`cpu_options`. Such a program is traced in a context of its own
-(:func:`one_function`) in which, with mbjax's flags (:func:`set_cpu_flags`), the entry point's
-computation and checks are compiled as one function (:mod:`mbjax.fused`).
+(:func:`own_dots`). With mbjax's flags (:func:`set_cpu_flags`), an entry point's computation
+and checks for one state (unbatched) are compiled as one function (:func:`one_function`,
+:mod:`mbjax.fused`), in these programs and in a user's ``jax.jit`` alike.
 
 **Models packed into one buffer.** A compiled program takes each array of its arguments as an
 input buffer, and XLA:CPU's call path costs about half a microsecond per buffer: a model passed
@@ -192,15 +193,33 @@ _ONE_STATE = contextvars.ContextVar("mbjax_one_state", default=False)
 
 
 def one_function() -> bool:
-    """Whether the program being traced can be compiled as one function (:mod:`mbjax.fused`):
-    it is one state's, compiled with :func:`single_state_options` (without YNNPACK, whose
-    library fusions XLA:CPU does not hoist), and XLA:CPU hoists small loops
-    (:func:`loops_hoisted`)."""
-    return _ONE_STATE.get() and loops_hoisted()
+    """Whether the call being traced can be compiled as one function (:mod:`mbjax.fused`):
+    XLA:CPU hoists small loops (:func:`loops_hoisted`) and no ``jax.vmap`` batches the call
+    (a ``jax.vmap`` of a ``jax.jit`` that traces it is not seen here, the jit's trace comes
+    first: :func:`mbjax.fused.fused` routes it to the plain function)."""
+    return loops_hoisted() and not batched()
+
+
+def own_dots() -> bool:
+    """Whether the program being traced computes its matrix products with XLA's own loops: one
+    state's entry point compiled with :func:`single_state_options`. Elsewhere (a user's
+    ``jax.jit``, JAX's default options; :func:`cpu_options`) YNNPACK takes some of them as
+    library calls, which XLA:CPU does not hoist into one function."""
+    return _ONE_STATE.get()
+
+
+def batched() -> bool:
+    """Whether a ``jax.vmap`` traces the current call."""
+    trace = getattr(_TRACE_CONTEXT, "trace", None)
+    while trace is not None:
+        if type(trace).__name__ == "BatchTrace":
+            return True
+        trace = getattr(trace, "parent_trace", None)
+    return False
 
 
 def _one_state(fun):
-    """``fun``, traced with :func:`one_function`'s context set (a function object of its own,
+    """``fun``, traced with :func:`own_dots`' context set (a function object of its own,
     so that JAX's trace caches keep its programs apart from ``fun``'s)."""
     @functools.wraps(fun)
     def traced(*args, **kwargs):
@@ -375,10 +394,10 @@ def _dispatch(fun, make_fast, plain, make_packed=None, one_state=False):
             return (alone or made())(*args, **kwargs)
         batched = _unstaged()
         if batched is None:
-            # inlined where the program being traced is one state's (_one_state), rather than
-            # traced as a jit of its own, whose trace JAX would reuse in other contexts; a model
-            # it closes over then stays constants, which mbjax.fused packs
-            if _ONE_STATE.get():
+            # inlined where the call can be one function (one_function), rather than traced
+            # as a jit of its own, whose trace JAX would reuse in other contexts; a model it
+            # closes over then stays constants, which mbjax.fused packs
+            if _ONE_STATE.get() or one_function():
                 return fun(*args, **kwargs)
             return plain(*args, **kwargs)
         return with_models(batched, args, kwargs)

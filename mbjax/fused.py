@@ -5,10 +5,10 @@ A single call of ``aba`` on ur5 computes for about a microsecond (Pinocchio: 1.5
 a task of its thunk executor, which also hands kernels to its thread pool unless they form a
 chain or number at most 8) and on its constants (67 ns each per call: every constant array of
 the program, such as a model's masses or the tree's index tables, is a buffer that each call
-wraps anew; ``benchmarks/bench_call_overhead.py``). Where the program being traced can be one function
-(:func:`mbjax.compilation.one_function`: one state's entry point compiled without YNNPACK, and
-XLA:CPU's small-loop hoisting on, :data:`mbjax.compilation.CPU_FLAGS`), :func:`fused` makes it
-one:
+wraps anew; ``benchmarks/bench_call_overhead.py``). Where the call being traced can be one
+function (:func:`mbjax.compilation.one_function`: XLA:CPU's small-loop hoisting on,
+:data:`mbjax.compilation.CPU_FLAGS`, and no ``jax.vmap`` batching it: an entry point called
+from Python, or inside a user's ``jax.jit``), :func:`fused` makes it one:
 
 - **In a while loop of one trip**, which XLA:CPU's ``SmallWhileLoopHoistingPass`` compiles into a
   single function of the program (a loop that accesses under the threshold and holds no library
@@ -24,14 +24,17 @@ one:
   constant folding would slice the buffer back into as many constants). ``jit`` calls and
   custom rules' primal functions are inlined.
 - **No library call, no reduction**: a small matrix's Cholesky factor and triangular solves
-  (LAPACK's in JAX on a CPU) are written out entry by entry, and reductions as elementwise
-  operations (XLA:CPU allocates the scalars of a reduction's own computation on the heap at
-  every call, about 0.2 µs each).
+  (LAPACK's in JAX on a CPU) are written out entry by entry; in a program whose matrix products
+  YNNPACK may take (a user's ``jax.jit``, with JAX's default options), those it would take are
+  matrix-vector products, which it does not; reductions are elementwise operations (XLA:CPU
+  allocates the scalars of a reduction's own computation on the heap at every call, about 0.2
+  µs each).
 
-Elsewhere :func:`fused` runs ``fun`` as it is: without the loop, packed constants did not pay
-(YNNPACK, in JAX's default options, runs a product of constants inline and one of slices on its
-thread pool). Interleaved, closed over with its checks, ``mbjax.jit(..., one_state=True)``
-(sessions 39 and 40, mbjax's flags): see benchmarks/README.md.
+Elsewhere (without the loop flag, or batched) :func:`mbjax.checks.checked` does not fuse: without
+the loop, packed constants did not pay (YNNPACK, in JAX's default options, runs a product of
+constants inline and one of slices on its thread pool). Interleaved, closed over with its checks,
+in ``mbjax.jit(..., one_state=True)`` and in a plain ``jax.jit`` (sessions 39-41, mbjax's flags):
+see benchmarks/README.md.
 
 Only values go through the loop: derivatives are ``fun``'s own (a ``custom_jvp`` whose rule is
 the jvp of ``fun``). :func:`mbjax.checks.checked` fuses the computation of mbjax's checked entry
@@ -49,14 +52,14 @@ from jax import lax
 from jax._src import core
 from jax._src.pjit import jit_p
 
-from .compilation import buffer_layout
+from .compilation import buffer_layout, own_dots
 
 
 def fused(fun):
-    """``fun`` (arrays in, a pytree of arrays out) as one function, for a program being traced
-    that can be one (:func:`mbjax.compilation.one_function`, module docstring). Its derivatives are
+    """``fun`` (arrays in, a pytree of arrays out) as one function, for a call being traced that
+    can be one (:func:`mbjax.compilation.one_function`, module docstring). Its derivatives are
     ``fun``'s own (a ``custom_jvp`` whose rule is the jvp of ``fun``): no differentiation goes
-    through the loop."""
+    through the loop; nor does a ``jax.vmap`` of the program that traced it (:func:`_unbatched`)."""
     @functools.wraps(fun)
     def call(*args):
         # concrete arguments (a model closed over by the tracing program) are closed over in
@@ -68,28 +71,32 @@ def fused(fun):
             values = iter(traced)
             return fun(*jax.tree_util.tree_unflatten(tree, [x if c else next(values) for x, c in zip(flat, concrete)]))
 
-        run = jax.custom_jvp(functools.partial(_run, of_traced))
+        run = jax.custom_jvp(_unbatched(of_traced))
         run.defjvp(lambda primals, tangents: jax.jvp(of_traced, primals, tangents))
         return run(*[x for x, c in zip(flat, concrete) if not c])
 
     return call
 
 
+def _unbatched(fun):
+    """``fun`` as one function (:func:`_run`), and ``fun`` itself where a ``jax.vmap`` batches
+    it (a ``custom_vmap``): the vmap of a user's ``jax.jit`` whose trace fused a call, e.g.
+    ``jax.vmap(jax.jit(lambda q, qd, tau: mbjax.aba(model, q, qd, tau)))``, batches the plain
+    computation, not the loop of one state (6x slower for ur5 at 256 states)."""
+    run = jax.custom_batching.custom_vmap(functools.partial(_run, fun))
+
+    @run.def_vmap
+    def rule(size, in_batched, *args):
+        out = jax.vmap(fun, in_axes=tuple(0 if b else None for b in in_batched))(*args)
+        return out, jax.tree_util.tree_map(lambda _: True, out)
+
+    return run
+
+
 def _run(fun, *args):
     """``fun(*args)`` (arrays) as one function: with its constants packed, in a loop of one trip
     (:func:`_once`)."""
     return _once(functools.partial(_packed_constants, fun), jax.eval_shape(fun, *args), *args)
-
-
-def batched() -> bool:
-    """Whether a ``jax.vmap`` traces the current call (a vmap of a ``jax.jit`` that traces it
-    is not seen: the jit's trace comes first)."""
-    trace = getattr(getattr(core, "trace_ctx", None), "trace", None)
-    while trace is not None:
-        if type(trace).__name__ == "BatchTrace":
-            return True
-        trace = getattr(trace, "parent_trace", None)
-    return False
 
 
 def _once(fun, results, *args):
@@ -197,14 +204,20 @@ def _evaluate(closed, flat, constant):
 
 
 def _without_library(eqn, xs):
-    """``eqn``'s output where it is a Cholesky factorisation or a triangular solve (from the
-    left) of one matrix, written out entry by entry (a library call would keep XLA:CPU from
-    hoisting the loop); else None. With L lower triangular:
+    """``eqn``'s output where it would be a library call, written so that it is not one (a
+    library call would keep XLA:CPU from hoisting the loop); else None:
+
+    - a matrix product that YNNPACK would take, where the program's products are not XLA's own
+      (:func:`mbjax.compilation.own_dots`), as matrix-vector products (:func:`_vector_products`);
+    - a Cholesky factorisation or a triangular solve (from the left) of one matrix, LAPACK's in
+      JAX on a CPU, written out entry by entry. With L lower triangular:
 
         L[j, j] = sqrt(A[j, j] - sum_k<j L[j, k]^2),   L[i, j] = (A[i, j] - sum_k<j L[i, k] L[j, k]) / L[j, j]
         T x = b, T lower:  x_i = (b_i - sum_k<i T[i, k] x_k) / T[i, i]   (upper: from the last row up)
 
-    (an indefinite matrix gives NaN, as LAPACK's factor does in JAX)."""
+      (an indefinite matrix gives NaN, as LAPACK's factor does in JAX)."""
+    if eqn.primitive.name == "dot_general":
+        return None if own_dots() else _vector_products(eqn, *xs)
     name, a = eqn.primitive.name, xs[0]
     if a.ndim != 2:
         return None
@@ -228,6 +241,33 @@ def _without_library(eqn, xs):
     return None
 
 
+def _vector_products(eqn, lhs, rhs):
+    """A ``dot_general`` of m x k by k x n matrices (per batch index) as the n products of the
+    matrix with one column (or the m of one row with the matrix, whichever are fewer), where
+    YNNPACK would take it: jaxlib 0.10's YNNPACK fusions take a product whose sides are both
+    more than a vector and one of m, k, n at least 8, never a matrix-vector product, which XLA
+    computes with its own loops. In a user's ``jax.jit`` (JAX's default options) ur5's ``aba``
+    has one such product, panda's and solo12's six (``A^T @ flat`` over the tree's ancestor
+    matrix), the derivatives the (nv, nv) products. Products written out as sums of elementwise
+    products instead were 0.3-2.5 µs slower a call (session 41). Else None."""
+    (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
+    lf = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
+    rf = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
+    m, n, k = (int(np.prod([x.shape[d] for d in dims], dtype=int)) for x, dims in ((lhs, lf), (rhs, rf), (lhs, lc)))
+    if m == 1 or n == 1 or max(m, n, k) < 8:
+        return None
+    batch = tuple(lhs.shape[d] for d in lb)
+    a = lax.transpose(lhs, (*lb, *lf, *lc)).reshape((*batch, m, k))
+    b = lax.transpose(rhs, (*rb, *rc, *rf)).reshape((*batch, k, n))
+    nb, same = len(batch), (tuple(range(len(batch))),) * 2
+    params = {"precision": eqn.params["precision"], "preferred_element_type": eqn.params["preferred_element_type"]}
+    if n <= m:
+        out = jnp.stack([lax.dot_general(a, b[..., j], (((nb + 1,), (nb,)), same), **params) for j in range(n)], -1)
+    else:
+        out = jnp.stack([lax.dot_general(a[..., i, :], b, (((nb,), (nb,)), same), **params) for i in range(m)], -2)
+    return out.reshape((*batch, *(lhs.shape[d] for d in lf), *(rhs.shape[d] for d in rf)))
+
+
 #: reductions and their elementwise operations (:func:`_without_reduction`)
 _REDUCTIONS = {"reduce_sum": lax.add, "reduce_prod": lax.mul, "reduce_max": lax.max, "reduce_min": lax.min,
                "reduce_and": lax.bitwise_and, "reduce_or": lax.bitwise_or}
@@ -246,10 +286,11 @@ def _without_reduction(eqn, xs):
         return None
     rest = [d for i, d in enumerate(x.shape) if i not in axes]
     x = jnp.moveaxis(x, axes, tuple(range(len(axes)))).reshape((-1, *rest))
-    while x.shape[0] > 16:
-        half = x.shape[0] // 2
-        x = jnp.concatenate([op(x[:half], x[half:2 * half]), x[2 * half:]])
-    return functools.reduce(op, [x[i] for i in range(x.shape[0])])
+    terms = [x[i] for i in range(x.shape[0])]
+    while len(terms) > 16:
+        half = len(terms) // 2
+        terms = [op(a, b) for a, b in zip(terms[:half], terms[half:2 * half])] + terms[2 * half:]
+    return functools.reduce(op, terms)
 
 
 def _packed_constants(fun, *args):
@@ -286,3 +327,4 @@ def _packed_constants(fun, *args):
 
     out = _evaluate(closed, flat, constant)
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), out)
+

@@ -349,3 +349,81 @@ def test_one_state_programs_fused_with_the_loop_flag(tmp_path):
     assert sorted(hoisted) == sorted(default)
     for key in default:  # the same values to rounding (a Cholesky solve written out, constants folded)
         np.testing.assert_allclose(hoisted[key], default[key], rtol=1e-11, atol=1e-11, err_msg=key)
+
+
+def test_user_jit_fused_with_the_loop_flag(tmp_path):
+    """With mbjax's flags, a checked entry point inside a user's plain jax.jit is one function
+    too (no YNNPACK call, no LAPACK call left: the loop hoisted), and every transformation of
+    that jit (vmap, jacfwd, grad, a scan around the call, the model as an argument) gives the
+    values and errors it gives without the flags, in fresh processes."""
+    out = _hoisted_and_default(
+        "from mbjax.compilation import set_cpu_flags\n"
+        "if sys.argv[1] == 'hoisted':\n"
+        "    set_cpu_flags()\n"
+        "model = mbjax.load_bundled('quadruped')\n"
+        "q = mbjax.random_configuration(model, jax.random.PRNGKey(1))\n"
+        "v, t = np.linspace(-1, 1, model.nv), np.linspace(2, -3, model.nv)\n"
+        "qs = jax.vmap(lambda k: mbjax.random_configuration(model, k))(jax.random.split(jax.random.PRNGKey(2), 3))\n"
+        "vs, ts = np.outer([1.0, -0.5, 2.0], v), np.outer([0.5, 1.0, -1.0], t)\n"
+        "f = jax.jit(lambda q, v, t: mbjax.aba(model, q, v, t))\n"
+        "text = f.lower(q, v, t).compile().as_text()\n"
+        "print(text.count('xla_cpu_small_call'), text.count('__ynn'), text.count('lapack'))\n"
+        "out = {'aba': f(q, v, t), 'vmap': jax.vmap(f)(qs, vs, ts), 'vmap_t': jax.vmap(f, (None, None, 0))(q, v, ts),\n"
+        "       'jac': jax.jacfwd(f, argnums=1)(q, v, t), 'grad': jax.grad(lambda t: f(q, v, t) @ v)(t),\n"
+        "       'arg': jax.jit(lambda m, q, v, t: mbjax.aba(m, q, v, t))(model, q, v, t),\n"
+        "       'rnea': jax.jit(lambda q, v, a: mbjax.rnea(model, q, v, a))(q, v, t),\n"
+        "       'crba': jax.jit(lambda q: mbjax.crba(model, q))(q),\n"
+        "       'scan': jax.jit(lambda q, v, t: jax.lax.scan(lambda c, _: (mbjax.aba(model, q, v, c), c), t, None,\n"
+        "                                                    length=3))(q, v, t)[1]}\n"
+        "for name in ('aba_derivatives', 'rnea_derivatives'):\n"
+        "    g = jax.jit(lambda q, v, t: getattr(mbjax, name)(model, q, v, t))\n"
+        "    for i, x in enumerate(g(q, v, t)):\n"
+        "        out[f'{name}{i}'] = x\n"
+        "np.savez(sys.argv[2], **{k: np.asarray(x) for k, x in out.items()})\n"
+        "bad_q = np.array(q); bad_q[3:7] *= 2.0\n"
+        "bad_vs = np.array(vs); bad_vs[1, 2] = np.nan\n"
+        "for call in (lambda: f(bad_q, v, t), lambda: jax.vmap(f)(qs, bad_vs, ts)):\n"
+        "    try:\n"
+        "        call().block_until_ready()\n"
+        "    except Exception as e:\n"
+        "        print([m for m in ('norm is not 1', 'qd contains NaN') if m in str(e)])\n", tmp_path, "npz")
+    calls, ynn, lapack = map(int, out["hoisted"][0].split())
+    assert calls >= 1 and ynn == 0 and lapack == 0  # one function, no library call
+    assert out["hoisted"][1:] == out["default"][1:] == ["['norm is not 1']", "['qd contains NaN']"]
+    hoisted, default = np.load(tmp_path / "hoisted.npz"), np.load(tmp_path / "default.npz")
+    assert sorted(hoisted) == sorted(default)
+    for key in default:  # the same values to rounding (products as matrix-vector products, constants folded)
+        np.testing.assert_allclose(hoisted[key], default[key], rtol=1e-11, atol=1e-11, err_msg=key)
+
+
+@pytest.mark.parametrize("dims, shapes", [
+    ((((1,), (0,)), ((), ())), ((13, 18), (18, 6))),  # fewer columns: products with columns
+    ((((1,), (0,)), ((), ())), ((3, 9), (9, 10))),  # fewer rows: products of rows
+    ((((2,), (1,)), ((0,), (0,))), ((4, 9, 8), (4, 8, 2))),  # batched
+    ((((0, 3), (2, 0)), ((1,), (1,))), ((2, 3, 5, 4), (4, 3, 2, 7, 1))),  # several dims, any order
+    ((((1,), (0,)), ((), ())), ((9, 9), (9, 1))),  # a matrix-vector product: left alone
+])
+def test_fused_products_as_matrix_vector_products(dims, shapes):
+    """Matrix products that YNNPACK would take in a user's jax.jit are written as matrix-vector
+    products in mbjax.fused (which YNNPACK does not take): the same shape and dtype, the values to
+    rounding."""
+    from jax import lax
+
+    from mbjax.fused import _vector_products
+
+    rng = np.random.default_rng(0)
+    a, b = (jnp.asarray(rng.normal(size=s)) for s in shapes)
+    eqn = jax.make_jaxpr(lambda a, b: lax.dot_general(a, b, dims))(a, b).eqns[0]
+    got, want = _vector_products(eqn, a, b), lax.dot_general(a, b, dims)
+    if shapes[1][-1] == 1 and len(shapes[1]) == 2:
+        assert got is None
+        return
+    assert got.shape == want.shape and got.dtype == want.dtype
+    np.testing.assert_allclose(got, want, rtol=1e-13, atol=1e-13)
+    products = jax.make_jaxpr(lambda a, b: _vector_products(eqn, a, b))(a, b).jaxpr.eqns
+    for e in products:  # every product left has a vector side
+        if e.primitive.name == "dot_general":
+            (lc, rc), (lb, rb) = e.params["dimension_numbers"]
+            free = [np.prod([x.aval.shape[d] for d in range(x.aval.ndim) if d not in c + bb], dtype=int)
+                    for x, c, bb in zip(e.invars, (lc, rc), (lb, rb))]
+            assert min(free) == 1
