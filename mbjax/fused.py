@@ -242,14 +242,16 @@ def _without_library(eqn, xs):
 
 
 def _vector_products(eqn, lhs, rhs):
-    """A ``dot_general`` of m x k by k x n matrices (per batch index) as the n products of the
-    matrix with one column (or the m of one row with the matrix, whichever are fewer), where
-    YNNPACK would take it: jaxlib 0.10's YNNPACK fusions take a product whose sides are both
-    more than a vector and one of m, k, n at least 8, never a matrix-vector product, which XLA
-    computes with its own loops. In a user's ``jax.jit`` (JAX's default options) ur5's ``aba``
-    has one such product, panda's and solo12's six (``A^T @ flat`` over the tree's ancestor
-    matrix), the derivatives the (nv, nv) products. Products written out as sums of elementwise
-    products instead were 0.3-2.5 µs slower a call (session 41). Else None."""
+    """A ``dot_general`` of m x k by k x n matrices (per batch index) as one product of n
+    matrix-vector pairs (the matrix repeated n times, each with one column of the other, the
+    columns a batch dimension), where YNNPACK would take it: jaxlib 0.10's YNNPACK fusions take
+    a product whose sides are both more than a vector and one of m, k, n at least 8, never a
+    matrix-vector product, which XLA computes with its own loops. In a user's ``jax.jit`` (JAX's
+    default options) ur5's ``aba`` has one such product, panda's and solo12's six (``A^T @
+    flat`` over the tree's ancestor matrix), the derivatives their (nv, nv) products. Measured
+    (session 41, pinned, one process each): n separate matrix-vector products ran up to 1.1 µs
+    faster a call but compiled up to twice as long (panda's ``aba_derivatives``: 5.4 against
+    2.7 s), sums of elementwise products 0.1-2 µs slower. Else None."""
     (lc, rc), (lb, rb) = eqn.params["dimension_numbers"]
     lf = [d for d in range(lhs.ndim) if d not in lc and d not in lb]
     rf = [d for d in range(rhs.ndim) if d not in rc and d not in rb]
@@ -257,15 +259,13 @@ def _vector_products(eqn, lhs, rhs):
     if m == 1 or n == 1 or max(m, n, k) < 8:
         return None
     batch = tuple(lhs.shape[d] for d in lb)
-    a = lax.transpose(lhs, (*lb, *lf, *lc)).reshape((*batch, m, k))
-    b = lax.transpose(rhs, (*rb, *rc, *rf)).reshape((*batch, k, n))
-    nb, same = len(batch), (tuple(range(len(batch))),) * 2
-    params = {"precision": eqn.params["precision"], "preferred_element_type": eqn.params["preferred_element_type"]}
-    if n <= m:
-        out = jnp.stack([lax.dot_general(a, b[..., j], (((nb + 1,), (nb,)), same), **params) for j in range(n)], -1)
-    else:
-        out = jnp.stack([lax.dot_general(a[..., i, :], b, (((nb,), (nb,)), same), **params) for i in range(m)], -2)
-    return out.reshape((*batch, *(lhs.shape[d] for d in lf), *(rhs.shape[d] for d in rf)))
+    nb = len(batch)
+    a = lax.transpose(lhs, (*lb, *lf, *lc)).reshape((*batch, 1, m, k))
+    columns = lax.transpose(rhs, (*rb, *rf, *rc)).reshape((*batch, n, k))
+    out = lax.dot_general(jnp.broadcast_to(a, (*batch, n, m, k)), columns,
+                          (((nb + 2,), (nb + 1,)), (tuple(range(nb + 1)),) * 2),
+                          precision=eqn.params["precision"], preferred_element_type=eqn.params["preferred_element_type"])
+    return jnp.swapaxes(out, -1, -2).reshape((*batch, *(lhs.shape[d] for d in lf), *(rhs.shape[d] for d in rf)))
 
 
 #: reductions and their elementwise operations (:func:`_without_reduction`)

@@ -397,8 +397,8 @@ def test_user_jit_fused_with_the_loop_flag(tmp_path):
 
 
 @pytest.mark.parametrize("dims, shapes", [
-    ((((1,), (0,)), ((), ())), ((13, 18), (18, 6))),  # fewer columns: products with columns
-    ((((1,), (0,)), ((), ())), ((3, 9), (9, 10))),  # fewer rows: products of rows
+    ((((1,), (0,)), ((), ())), ((13, 18), (18, 6))),
+    ((((1,), (0,)), ((), ())), ((3, 9), (9, 10))),  # fewer rows
     ((((2,), (1,)), ((0,), (0,))), ((4, 9, 8), (4, 8, 2))),  # batched
     ((((0, 3), (2, 0)), ((1,), (1,))), ((2, 3, 5, 4), (4, 3, 2, 7, 1))),  # several dims, any order
     ((((1,), (0,)), ((), ())), ((9, 9), (9, 1))),  # a matrix-vector product: left alone
