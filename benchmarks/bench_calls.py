@@ -7,9 +7,10 @@ blocks of ``--calls`` calls), round after round, so that the machine's drift rea
 them alike; the table gives the minimum and the median over the rounds, and each variant's
 ratio to the closed-over program and to Pinocchio (minima). Variants:
 
-- ``closed``: ``jax.jit(lambda q, qd, x: f(model, q, qd, x))``, the model's arrays constants;
+- ``closed``: ``jax.jit(lambda q, qd, x: f(model, q, qd, x))``, the model's arrays constants
+  (with mbjax's flags one function, :mod:`mbjax.fused`, since session 41);
 - ``mbjax.jit(closed)``: the same with ``mbjax.jit(..., one_state=True)``, compiled as mbjax's
-  own one-state entry points are (with mbjax's flags, one function: :mod:`mbjax.fused`);
+  own one-state entry points are (without YNNPACK);
 - ``jax.jit(model)``: ``jax.jit(lambda m, q, qd, x: f(m, q, qd, x))``, the model an argument;
 - ``mbjax.jit(model)``: the same with ``mbjax.jit`` (XLA:CPU's memory-optimised scheduler,
   :mod:`mbjax.compilation`);
