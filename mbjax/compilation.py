@@ -127,6 +127,13 @@ def single_state_options() -> dict:
     return _probed((_SCHEDULER, _NO_YNN, CLASSIC_EMITTERS))
 
 
+@functools.cache
+def run_once_options() -> dict:
+    """The XLA options of a program that runs once, at trace time (:func:`mbjax.fused._folded`'s
+    constant folding): XLA's backend optimisations off, which compile it in about half the time."""
+    return _probed(({"xla_backend_optimization_level": 0}, {"xla_llvm_disable_expensive_passes": True}))
+
+
 #: XLA_FLAGS for mbjax on CPUs (:func:`set_cpu_flags`): Eigen's own thread pool off, and every
 #: while loop that accesses less than 100 MB hoisted into one kernel (XLA's default: 1 KB)
 CPU_FLAGS = {"xla_cpu_multi_thread_eigen": "false",

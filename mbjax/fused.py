@@ -52,7 +52,7 @@ from jax import lax
 from jax._src import core
 from jax._src.pjit import jit_p
 
-from .compilation import buffer_layout, own_dots
+from .compilation import buffer_layout, own_dots, run_once_options
 
 
 def fused(fun):
@@ -168,12 +168,15 @@ def _inlined(eqn):
         eqn.primitive.name)
 
 
-def _evaluate(closed, flat, constant):
-    """``closed``'s outputs at ``flat``: an equation whose inputs are all concrete is computed
-    now (constant folding, so that no constant computation is left for XLA to move out of a
-    loop), ``jit`` calls and custom rules' primal functions inline (:func:`_inlined`);
-    ``constant(x)`` stands for a concrete array that a traced equation takes; a small matrix's
-    Cholesky factor and triangular solves are written out (:func:`_without_library`)."""
+def _evaluate(closed, flat, constant, folded):
+    """``closed``'s outputs at ``flat`` (traced): an equation whose inputs are all concrete
+    takes its outputs from ``folded`` (:func:`_folded`: constant folding, so that no constant
+    computation is left for XLA to move out of a loop), ``jit`` calls and custom rules' primal
+    functions inline (:func:`_inlined`); ``constant(x)`` stands for a concrete array that a
+    traced equation takes; library calls and reductions are written otherwise
+    (:func:`_without_library`, :func:`_without_reduction`)."""
+    folded = iter(folded)
+
     def run(jaxpr, consts, ins):
         env = dict(zip(jaxpr.constvars, consts))
         env.update(zip(jaxpr.invars, ins))
@@ -184,11 +187,10 @@ def _evaluate(closed, flat, constant):
             if inner is not None:
                 outs = run(inner.jaxpr, inner.consts, xs)
             else:
-                params = eqn.primitive.get_bind_params(eqn.params)
                 if not eqn.effects and all(map(_concrete, xs)):
-                    with jax.ensure_compile_time_eval(), eqn.ctx.manager:
-                        outs = eqn.primitive.bind(*xs, **params)
+                    outs = next(folded)
                 else:
+                    params = eqn.primitive.get_bind_params(eqn.params)
                     xs = [constant(x) if _concrete(x) and np.ndim(x) > 0 else x for x in xs]
                     outs = _without_library(eqn, xs)
                     if outs is None:
@@ -196,11 +198,64 @@ def _evaluate(closed, flat, constant):
                     if outs is None:
                         with eqn.ctx.manager:
                             outs = eqn.primitive.bind(*xs, **params)
-                outs = outs if eqn.primitive.multiple_results else [outs]
+                    outs = outs if eqn.primitive.multiple_results else [outs]
             env.update((v, o) for v, o in zip(eqn.outvars, outs) if not isinstance(v, core.DropVar))
         return [read(v) for v in jaxpr.outvars]
 
     return run(closed.jaxpr, closed.consts, flat)
+
+
+def _folded(closed, flat):
+    """The outputs of the equations of ``closed`` whose inputs are all concrete when it is
+    evaluated at ``flat`` (traced), in the order :func:`_evaluate` meets them, computed by one
+    program that XLA compiles fast (:func:`mbjax.compilation.run_once_options`): computed one by
+    one, each primitive was a program of its own for XLA to compile (58 of them, 1.1 s of the
+    2.0 s that panda's fused ``aba`` took to trace; session 41)."""
+    # the steps (an equation, its inputs: ("in", k), ("literal", value) or ("out", step, j)) and
+    # the concrete arrays they take, by id
+    steps, inputs = [], {}
+
+    def plan(jaxpr, consts, ins):
+        env = dict(zip(jaxpr.constvars, consts))
+        env.update(zip(jaxpr.invars, ins))
+
+        def read(v):
+            if isinstance(v, core.Literal):
+                return ("literal", v.val)
+            x = env[v]
+            if x is None or isinstance(x, tuple):
+                return x
+            inputs.setdefault(id(x), (len(inputs), x))
+            return ("in", inputs[id(x)][0])
+
+        for eqn in jaxpr.eqns:
+            xs = [read(v) for v in eqn.invars]
+            inner = _inlined(eqn)
+            if inner is not None:
+                outs = plan(inner.jaxpr, [c if _concrete(c) else None for c in inner.consts], xs)
+            elif not eqn.effects and None not in xs:
+                steps.append((eqn, xs))
+                outs = [("out", len(steps) - 1, j) for j in range(len(eqn.outvars))]
+            else:
+                outs = [None] * len(eqn.outvars)
+            env.update((v, o) for v, o in zip(eqn.outvars, outs) if not isinstance(v, core.DropVar))
+        return [read(v) for v in jaxpr.outvars]
+
+    plan(closed.jaxpr, [c if _concrete(c) else None for c in closed.consts], [x if _concrete(x) else None for x in flat])
+
+    def compute(*arrays):
+        results = []
+        for eqn, xs in steps:
+            values = [arrays[x[1]] if x[0] == "in" else x[1] if x[0] == "literal" else results[x[1]][x[2]] for x in xs]
+            out = eqn.primitive.bind(*values, **eqn.primitive.get_bind_params(eqn.params))
+            results.append(out if eqn.primitive.multiple_results else [out])
+        return results
+
+    if not steps:
+        return []
+    arrays = [x for _, x in sorted(inputs.values(), key=lambda e: e[0])]
+    # lowered and called as a compiled program: executed now, even inside the trace of another
+    return jax.jit(compute, compiler_options=run_once_options()).lower(*arrays).compile()(*arrays)
 
 
 def _without_library(eqn, xs):
@@ -305,7 +360,8 @@ def _packed_constants(fun, *args):
         found.setdefault(id(x), (x, np.asarray(x)))  # x kept: its id stays its own
         return x
 
-    jax.make_jaxpr(lambda *xs: _evaluate(closed, xs, record))(*flat)
+    folded = _folded(closed, flat)
+    jax.make_jaxpr(lambda *xs: _evaluate(closed, xs, record, folded))(*flat)
     arrays = [a for _, a in found.values()]
     stored = [np.ravel(_stored(a)) for a in arrays]
     dtypes = list(dict.fromkeys(a.dtype for a in stored))
@@ -325,6 +381,6 @@ def _packed_constants(fun, *args):
             seen[id(x)] = (x, next(order))
         return seen[id(x)][1]
 
-    out = _evaluate(closed, flat, constant)
+    out = _evaluate(closed, flat, constant, folded)
     return jax.tree_util.tree_unflatten(jax.tree_util.tree_structure(out_shape), out)
 
