@@ -217,12 +217,15 @@ def own_dots() -> bool:
 
 def batched() -> bool:
     """Whether a ``jax.vmap`` traces the current call."""
+    return any(type(t).__name__ == "BatchTrace" for t in _traces())
+
+
+def _traces():
+    """JAX's traces of the current call, innermost first (a private API: without it, none)."""
     trace = getattr(_TRACE_CONTEXT, "trace", None)
     while trace is not None:
-        if type(trace).__name__ == "BatchTrace":
-            return True
+        yield trace
         trace = getattr(trace, "parent_trace", None)
-    return False
 
 
 def _one_state(fun):
@@ -271,11 +274,12 @@ def _unstaged():
     whether a ``jax.vmap`` at the top level batches it (it batches the compiled program, options
     and all). JAX's trace context is a private API: a JAX without it gets the plain programs
     everywhere (correct, only slower)."""
-    trace = getattr(getattr(core, "trace_ctx", None), "trace", None)
     batched = False
-    while type(trace).__name__ == "BatchTrace":
-        trace, batched = getattr(trace, "parent_trace", None), True
-    return batched if type(trace).__name__ == "EvalTrace" else None
+    for trace in _traces():
+        if type(trace).__name__ != "BatchTrace":
+            return batched if type(trace).__name__ == "EvalTrace" else None
+        batched = True
+    return None
 
 
 class _Layout:

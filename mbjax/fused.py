@@ -168,15 +168,10 @@ def _inlined(eqn):
         eqn.primitive.name)
 
 
-def _evaluate(closed, flat, constant, folded):
-    """``closed``'s outputs at ``flat`` (traced): an equation whose inputs are all concrete
-    takes its outputs from ``folded`` (:func:`_folded`: constant folding, so that no constant
-    computation is left for XLA to move out of a loop), ``jit`` calls and custom rules' primal
-    functions inline (:func:`_inlined`); ``constant(x)`` stands for a concrete array that a
-    traced equation takes; library calls and reductions are written otherwise
-    (:func:`_without_library`, :func:`_without_reduction`)."""
-    folded = iter(folded)
-
+def _walk(closed, ins, equation):
+    """``closed``'s outputs at ``ins``, its ``jit`` calls and custom rules' primal functions
+    inlined (:func:`_inlined`), the outputs of every other equation given by
+    ``equation(eqn, inputs)`` (a list)."""
     def run(jaxpr, consts, ins):
         env = dict(zip(jaxpr.constvars, consts))
         env.update(zip(jaxpr.invars, ins))
@@ -184,25 +179,34 @@ def _evaluate(closed, flat, constant, folded):
         for eqn in jaxpr.eqns:
             xs = [read(v) for v in eqn.invars]
             inner = _inlined(eqn)
-            if inner is not None:
-                outs = run(inner.jaxpr, inner.consts, xs)
-            else:
-                if not eqn.effects and all(map(_concrete, xs)):
-                    outs = next(folded)
-                else:
-                    params = eqn.primitive.get_bind_params(eqn.params)
-                    xs = [constant(x) if _concrete(x) and np.ndim(x) > 0 else x for x in xs]
-                    outs = _without_library(eqn, xs)
-                    if outs is None:
-                        outs = _without_reduction(eqn, xs)
-                    if outs is None:
-                        with eqn.ctx.manager:
-                            outs = eqn.primitive.bind(*xs, **params)
-                    outs = outs if eqn.primitive.multiple_results else [outs]
+            outs = run(inner.jaxpr, inner.consts, xs) if inner is not None else equation(eqn, xs)
             env.update((v, o) for v, o in zip(eqn.outvars, outs) if not isinstance(v, core.DropVar))
         return [read(v) for v in jaxpr.outvars]
 
-    return run(closed.jaxpr, closed.consts, flat)
+    return run(closed.jaxpr, closed.consts, ins)
+
+
+def _evaluate(closed, flat, constant, folded):
+    """``closed``'s outputs at ``flat`` (traced, :func:`_walk`): an equation whose inputs are
+    all concrete takes its outputs from ``folded`` (:func:`_folded`: constant folding, so that no
+    constant computation is left for XLA to move out of a loop); ``constant(x)`` stands for a
+    concrete array that a traced equation takes; library calls and reductions are written
+    otherwise (:func:`_without_library`, :func:`_without_reduction`)."""
+    folded = iter(folded)
+
+    def equation(eqn, xs):
+        if not eqn.effects and all(map(_concrete, xs)):
+            return next(folded)
+        xs = [constant(x) if _concrete(x) and np.ndim(x) > 0 else x for x in xs]
+        outs = _without_library(eqn, xs)
+        if outs is None:
+            outs = _without_reduction(eqn, xs)
+        if outs is None:
+            with eqn.ctx.manager:
+                outs = eqn.primitive.bind(*xs, **eqn.primitive.get_bind_params(eqn.params))
+        return outs if eqn.primitive.multiple_results else [outs]
+
+    return _walk(closed, flat, equation)
 
 
 def _folded(closed, flat):
@@ -211,51 +215,38 @@ def _folded(closed, flat):
     program that XLA compiles fast (:func:`mbjax.compilation.run_once_options`): computed one by
     one, each primitive was a program of its own for XLA to compile (58 of them, 1.1 s of the
     2.0 s that panda's fused ``aba`` took to trace; session 41)."""
-    # the steps (an equation, its inputs: ("in", k), ("literal", value) or ("out", step, j)) and
-    # the concrete arrays they take, by id
-    steps, inputs = [], {}
+    # the steps: an equation and its inputs, ("in", k) for the k-th concrete array, ("literal",
+    # value), or ("out", step, j) for the j-th output of an earlier step; unknown values are None
+    steps, arrays = [], {}
 
-    def plan(jaxpr, consts, ins):
-        env = dict(zip(jaxpr.constvars, consts))
-        env.update(zip(jaxpr.invars, ins))
+    def ref(x):
+        if isinstance(x, tuple):
+            return x
+        if isinstance(x, (np.ndarray, jax.Array)):
+            return ("in", arrays.setdefault(id(x), (len(arrays), x))[0])
+        return ("literal", x)
 
-        def read(v):
-            if isinstance(v, core.Literal):
-                return ("literal", v.val)
-            x = env[v]
-            if x is None or isinstance(x, tuple):
-                return x
-            inputs.setdefault(id(x), (len(inputs), x))
-            return ("in", inputs[id(x)][0])
+    def equation(eqn, xs):
+        if eqn.effects or not all(isinstance(x, tuple) or _concrete(x) for x in xs):
+            return [None] * len(eqn.outvars)
+        steps.append((eqn, [ref(x) for x in xs]))
+        return [("out", len(steps) - 1, j) for j in range(len(eqn.outvars))]
 
-        for eqn in jaxpr.eqns:
-            xs = [read(v) for v in eqn.invars]
-            inner = _inlined(eqn)
-            if inner is not None:
-                outs = plan(inner.jaxpr, [c if _concrete(c) else None for c in inner.consts], xs)
-            elif not eqn.effects and None not in xs:
-                steps.append((eqn, xs))
-                outs = [("out", len(steps) - 1, j) for j in range(len(eqn.outvars))]
-            else:
-                outs = [None] * len(eqn.outvars)
-            env.update((v, o) for v, o in zip(eqn.outvars, outs) if not isinstance(v, core.DropVar))
-        return [read(v) for v in jaxpr.outvars]
+    _walk(closed, [x if _concrete(x) else None for x in flat], equation)
+    if not steps:
+        return []
 
-    plan(closed.jaxpr, [c if _concrete(c) else None for c in closed.consts], [x if _concrete(x) else None for x in flat])
-
-    def compute(*arrays):
+    def compute(*inputs):
         results = []
         for eqn, xs in steps:
-            values = [arrays[x[1]] if x[0] == "in" else x[1] if x[0] == "literal" else results[x[1]][x[2]] for x in xs]
+            values = [inputs[x[1]] if x[0] == "in" else x[1] if x[0] == "literal" else results[x[1]][x[2]] for x in xs]
             out = eqn.primitive.bind(*values, **eqn.primitive.get_bind_params(eqn.params))
             results.append(out if eqn.primitive.multiple_results else [out])
         return results
 
-    if not steps:
-        return []
-    arrays = [x for _, x in sorted(inputs.values(), key=lambda e: e[0])]
+    inputs = [x for _, x in sorted(arrays.values(), key=lambda e: e[0])]
     # lowered and called as a compiled program: executed now, even inside the trace of another
-    return jax.jit(compute, compiler_options=run_once_options()).lower(*arrays).compile()(*arrays)
+    return jax.jit(compute, compiler_options=run_once_options()).lower(*inputs).compile()(*inputs)
 
 
 def _without_library(eqn, xs):
