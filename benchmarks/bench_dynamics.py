@@ -22,7 +22,10 @@ combination with the environment set: ``--xla-threads single`` (the default) set
 runs independent kernels of a program side by side) to one thread;
 ``--xla-ynn off`` disables XLA:CPU's YNNPACK fusions; ``--xla-loops hoisted`` (the default)
 adds mbjax's recommended loop flag (``mbjax.compilation.CPU_FLAGS``: while loops that access
-under 100 MB compiled into one kernel each), ``--xla-loops default`` keeps XLA's 1 KB.
+under 100 MB compiled into one kernel each), ``--xla-loops default`` keeps XLA's 1 KB;
+``--malloc reuse`` (the default) applies mbjax's glibc settings that keep freed memory for the
+next large result (``mbjax.allocator``, part of ``mbjax.compilation.set_cpu_flags``), ``--malloc
+glibc`` runs with glibc's own.
 
 Usage (from the repository root)::
 
@@ -77,6 +80,10 @@ def parse_args(argv=None):
                    help=f"hoisted: XLA_FLAGS+={LOOPS_FLAG} (mbjax's recommended flags, "
                    "mbjax.compilation.set_cpu_flags); default: XLA's own threshold of 1 KB; results file gets a "
                    "'_loops1k' suffix")
+    p.add_argument("--malloc", choices=["reuse", "glibc"], default="reuse",
+                   help="reuse: mbjax.allocator.reuse_freed_memory() (mbjax's recommended settings, "
+                   "mbjax.compilation.set_cpu_flags); glibc: glibc's own malloc settings (results above 32 MB are "
+                   "fresh pages on every call); results file gets a '_glibc' suffix")
     p.add_argument("--quick", action="store_true",
                    help="ur5+panda, B=1024 only, few repeats, no batched Jacobian / closed-over batched aba (smoke test)")
     p.add_argument("--robots", nargs="+", choices=ROBOTS, help="subset of robots (default: all; --quick: ur5 panda)")
@@ -152,6 +159,11 @@ def main(argv=None):
             for y in ynns:
                 for lp in loops:
                     env = dict(os.environ, XLA_FLAGS=xla_flags(t, y, lp), **blas_env(t), **{CHILD_ENV: "1"})
+                    if args.malloc == "glibc":  # read by glibc when the run starts
+                        from mbjax.allocator import MALLOC_SETTINGS
+
+                        for name in MALLOC_SETTINGS:
+                            env.pop(name, None)
                     cmd = [sys.executable, str(Path(__file__).resolve()), *base, "--dtype", d, "--xla-threads", t,
                            "--xla-ynn", y, "--xla-loops", lp]
                     print(f"\n=== dtype={d} xla-threads={t} xla-ynn={y} xla-loops={lp}  (XLA_FLAGS={env['XLA_FLAGS']!r}) ===",
@@ -189,7 +201,8 @@ def _strip(argv, options):
 
 
 def results_path(args, dtype, threads, ynn, loops) -> Path:
-    suffix = ("_noynn" if ynn == "off" else "") + ("_loops1k" if loops == "default" else "")
+    suffix = ("_noynn" if ynn == "off" else "") + ("_loops1k" if loops == "default" else "") + (
+        "_glibc" if args.malloc == "glibc" else "")
     return Path(args.out_dir) / f"{args.host}_{dtype}_{threads}{suffix}.json"
 
 
@@ -228,6 +241,10 @@ def run(args):
     for n in blas_env("one"):
         os.environ.pop(n, None)
     os.environ.update(blas_env(args.xla_threads))
+    if args.malloc == "reuse":  # before JAX makes its threads
+        from mbjax.allocator import reuse_freed_memory
+
+        reuse_freed_memory()
     import gc
     import resource
     from functools import partial
@@ -250,7 +267,7 @@ def run(args):
     log = partial(print, flush=True)
     meta = metadata(args, jax, np, pin, mbjax)
     log(f"mbjax benchmark: dtype={args.dtype}, xla-threads={args.xla_threads}, xla-ynn={args.xla_ynn}, "
-        f"xla-loops={args.xla_loops} (XLA_FLAGS={meta['xla_flags']!r}), "
+        f"xla-loops={args.xla_loops} (XLA_FLAGS={meta['xla_flags']!r}), malloc={args.malloc} {meta['malloc']}, "
         f"jax {jax.__version__} on {jax.devices()[0].platform}, pinocchio {pin.__version__}, "
         f"{meta['cpu']} x{meta['cpu_count']}, load avg {meta['loadavg_start']}")
     timings, compiles, memory, hlo = [], [], [], []
@@ -647,6 +664,7 @@ def metadata(args, jax, np, pin, mbjax):
             "mbjax": mbjax.__version__, "mbjax_commit": commit, "mbjax_dirty": dirty,
             "mbjax_source_sha256": src.hexdigest()[:16], "mbjax_path": str(Path(mbjax.__file__).resolve().parent), "dtype": args.dtype,
             "xla_threads": args.xla_threads, "xla_ynn": args.xla_ynn, "xla_loops": args.xla_loops, "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "malloc": {n: v for n, v in os.environ.items() if n.startswith("MALLOC_")},
             "threads_env": {n: os.environ.get(n) for n in blas_env("one")},
             "jax_backend": jax.default_backend(), "args": {k: v for k, v in vars(args).items()},
             "loadavg_start": os.getloadavg(),
