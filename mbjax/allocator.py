@@ -5,18 +5,21 @@ A batched call returns each result in one buffer of its own, which XLA:CPU alloc
 blocks above its mmap threshold (which it raises to at most 32 MB) as fresh pages from the
 kernel and unmaps them when they are freed, so each such call takes a page fault on every 4 KB
 of its result (11,553 per call there: 6.4-6.9 µs per state against 2.1-2.5 with the memory
-reused, Pinocchio's ``crba`` 3.6 µs; ``benchmarks/README.md``, session 42). Three settings keep
+reused, Pinocchio's ``crba`` 3.6 µs; ``benchmarks/README.md``, session 42). Two settings keep
 freed blocks in the heap, where the next result finds them:
 
 - ``MALLOC_MMAP_MAX_=0``: no block of its own mapping, whatever its size;
-- ``MALLOC_ARENA_MAX=1``: one heap for every thread, also for the threads on which JAX runs a
-  program (each thread's own arena maps a new heap for a large block and unmaps it again);
 - ``MALLOC_TRIM_THRESHOLD_``: free memory at the heap's top goes back to the kernel only above
   1 GiB (glibc's default: 128 KB).
 
 They hold for the whole process: its resident memory does not shrink when a large array is
-freed in the middle of the heap, and its threads share one heap's lock. Other C libraries
-(macOS, musl) are left as they are.
+freed in the middle of the heap. They reach the calling thread's heap, where the results of
+mbjax's entry points are made (their input checks have JAX run the program on the calling
+thread). A program that JAX runs on a thread of its own (one without checks, e.g. with
+``EQX_ON_ERROR=off``) gets its results from that thread's heap, which glibc maps anew for each
+large block: ``MALLOC_ARENA_MAX=1`` in the environment gives every thread the one heap, at 3-6 %
+of a single call's time (ur5, talos_reduced; not set here). Other C libraries (macOS, musl) are
+left as they are.
 """
 
 from __future__ import annotations
@@ -26,10 +29,10 @@ import os
 import platform
 
 #: glibc's environment variables for :func:`reuse_freed_memory`, with their values
-MALLOC_SETTINGS = {"MALLOC_MMAP_MAX_": "0", "MALLOC_ARENA_MAX": "1", "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+MALLOC_SETTINGS = {"MALLOC_MMAP_MAX_": "0", "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
-#: the ``mallopt`` parameter of each variable (glibc's malloc.h: M_MMAP_MAX, M_ARENA_MAX, M_TRIM_THRESHOLD)
-_MALLOPT = {"MALLOC_MMAP_MAX_": -4, "MALLOC_ARENA_MAX": -8, "MALLOC_TRIM_THRESHOLD_": -1}
+#: the ``mallopt`` parameter of each variable (glibc's malloc.h: M_MMAP_MAX, M_TRIM_THRESHOLD)
+_MALLOPT = {"MALLOC_MMAP_MAX_": -4, "MALLOC_TRIM_THRESHOLD_": -1}
 
 
 def reuse_freed_memory(environ=None) -> dict:
@@ -37,8 +40,8 @@ def reuse_freed_memory(environ=None) -> dict:
     through glibc's ``mallopt``, and the processes it starts), each one that is not set there
     already. Returns the settings it added.
 
-    Call it before JAX's first computation, as :func:`mbjax.compilation.set_cpu_flags` does:
-    a thread that has allocated memory keeps the arena it has."""
+    :func:`mbjax.compilation.set_cpu_flags` calls it (before JAX's first computation).
+    Called later it holds from then on."""
     environ = os.environ if environ is None else environ
     added = {name: value for name, value in MALLOC_SETTINGS.items() if name not in environ}
     environ.update(added)
