@@ -133,7 +133,7 @@ def single_state_options() -> dict:
 def run_once_options() -> dict:
     """The XLA options of a program that runs once, at trace time (:func:`mbjax.fused._folded`'s
     constant folding): XLA's backend optimisations off, which compile it in about half the time,
-    and its classic loop emitters, a quarter of the rest (panda's fused ``aba``: 0.43 -> 0.10 s,
+    and its classic loop emitters, four times faster again (panda's fused ``aba``: 0.43 -> 0.10 s,
     its first call traced in 0.33-0.34 s instead of 0.70-0.73; session 42)."""
     return _probed(({"xla_backend_optimization_level": 0}, {"xla_llvm_disable_expensive_passes": True}, CLASSIC_EMITTERS))
 
@@ -166,7 +166,7 @@ def set_cpu_flags(environ=None, reuse_memory: bool = True) -> str:
       (benchmarks/README.md, session 38). The option is not a compiler option JAX can pass per
       program (it is a map of XLA's backend options), hence a flag for the whole process.
     - Freed memory reused (``reuse_memory``): a result above 32 MB (talos_reduced's mass
-      matrices at B = 4096) is no longer fresh pages on every call; batched ``crba`` there 2.7-3.1x
+      matrices at B = 4096) is no longer fresh pages on every call; batched ``crba`` there 2.6-3.3x
       faster (:mod:`mbjax.allocator`, session 42).
     """
     environ = os.environ if environ is None else environ
