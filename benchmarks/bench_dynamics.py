@@ -153,17 +153,17 @@ def main(argv=None):
     ynns = ["default", "off"] if args.xla_ynn == "both" else [args.xla_ynn]
     loops = ["hoisted", "default"] if args.xla_loops == "both" else [args.xla_loops]
     base = _strip(argv, ("--dtype", "--xla-threads", "--xla-ynn", "--xla-loops"))
+    unset = ()  # glibc reads its settings when a run starts: none of mbjax's for --malloc glibc
+    if args.malloc == "glibc":
+        from mbjax.allocator import MALLOC_SETTINGS as unset
     rc = 0
     for d in dtypes:
         for t in threads:
             for y in ynns:
                 for lp in loops:
                     env = dict(os.environ, XLA_FLAGS=xla_flags(t, y, lp), **blas_env(t), **{CHILD_ENV: "1"})
-                    if args.malloc == "glibc":  # read by glibc when the run starts
-                        from mbjax.allocator import MALLOC_SETTINGS
-
-                        for name in MALLOC_SETTINGS:
-                            env.pop(name, None)
+                    for name in unset:
+                        env.pop(name, None)
                     cmd = [sys.executable, str(Path(__file__).resolve()), *base, "--dtype", d, "--xla-threads", t,
                            "--xla-ynn", y, "--xla-loops", lp]
                     print(f"\n=== dtype={d} xla-threads={t} xla-ynn={y} xla-loops={lp}  (XLA_FLAGS={env['XLA_FLAGS']!r}) ===",

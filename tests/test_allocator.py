@@ -34,7 +34,7 @@ print(faults(mbjax.jit(jax.vmap(lambda q: mbjax.crba(model, q))), q))
 """
 
 
-@pytest.mark.skipif(_mallopt() is None, reason="glibc's malloc only")
+@pytest.mark.skipif(_mallopt() is None, reason="the settings are glibc's (mallopt); this C library keeps its own allocator")
 def test_large_results_reuse_freed_memory(tmp_path):
     script = tmp_path / "faults.py"
     script.write_text(SCRIPT)
