@@ -18,8 +18,8 @@ from ..model.model import Model
 from ..tangents import instantiate, is_zero
 from .articulated import aba_kernel
 from .crba import cholesky_dynamics
-from .derivatives import state_derivatives
-from .levels import batch_rule
+from .derivatives import forward_derivatives_kernel, state_derivatives
+from .levels import batch_rule, routed
 from .rnea import rnea_from
 
 
@@ -53,8 +53,7 @@ def _aba_jvp(primals, tangents):
     """
     model, q, qd, tau, f_ext = primals
     dmodel, dq, dqd, dtau, df = tangents
-    qdd = aba_from(model, q, qd, tau, f_ext)
-    dID_dq, dID_dqd, M = state_derivatives(model, q, qd, qdd, f_ext)
+    qdd, dID_dq, dID_dqd, M = _with_state_derivatives(model, q, qd, tau, f_ext)
     rhs = jnp.zeros_like(qdd) if is_zero(dtau) else dtau
     if not is_zero(dq):
         e = jax.jvp(lambda x: difference_from(model, q, x), (q,), (dq,))[1]
@@ -70,6 +69,17 @@ def _aba_jvp(primals, tangents):
 
 
 aba_from.defjvp(_aba_jvp, symbolic_zeros=True)
+
+
+def _accelerations_and_state_derivatives(model: Model, q, qd, tau, f_ext=None):
+    qdd = aba_from(model, q, qd, tau, f_ext)
+    return (qdd,) + state_derivatives(model, q, qd, qdd, f_ext)
+
+
+#: (qdd, dID/dq, dID/dqd, M) under torques tau: vmapped, one kernel whose derivative sweeps
+#: also run the ABA's accelerations (:func:`.derivatives.forward_derivatives_kernel`) instead of
+#: a batched ABA and then the derivatives' kernel
+_with_state_derivatives = routed(forward_derivatives_kernel, _accelerations_and_state_derivatives)
 
 
 @jit(one_state=True)

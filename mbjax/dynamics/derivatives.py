@@ -79,7 +79,8 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
     """:func:`_columns` of every coordinate (nv, 8, 6, C) for C states in the last axis, level
     by level: accelerations root to leaves, body terms and subtree sums leaves to root. Given
     ``tau`` instead of ``qdd``, the accelerations are the ABA's: its articulated inertias in
-    one more pass leaves to root first, on the same body terms."""
+    one more pass leaves to root first, on the same body terms. Returns the columns and the
+    joint accelerations (nv, C): ``qdd`` as given, or the ABA's."""
     sw = model.topology.sweep
     b0, rest = level_bodies(model, joints(model, q, qd, f_ext), qd)
     C, dtype = qd.shape[-1], qd.dtype
@@ -90,13 +91,13 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
         levels_terms = [seg.dofs for seg in sw.segments]
         root_terms = root.dofs
 
-        def acceleration(b, a_parent, dofs):
-            return a_parent + b.c + mv(T(b.S), gather(qdd, dofs))
+        def acceleration(b, a_parent, dofs):  # (the joints' accelerations, the bodies')
+            return (), a_parent + b.c + mv(T(b.S), gather(qdd, dofs))
     else:
         root_terms, levels_terms = articulated_inertias(model, b0, rest, tau)
 
         def acceleration(b, a_parent, terms):
-            return accelerate(a_parent, b.c, b.S, *terms)[1]
+            return accelerate(a_parent, b.c, b.S, *terms)
 
     def backward(b, a, v_parent, a_parent, below):
         own = _body_terms(inertia_matrix(*b.inertia), b.v, a, b.p_bias)
@@ -105,16 +106,16 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
 
     v_world = jnp.zeros((n0, 6, C), dtype)
     a_world = jnp.broadcast_to(gravity_acceleration(model)[:, None], (n0, 6, C))
-    a0 = acceleration(b0, a_world, root_terms)
+    qdd0, a0 = acceleration(b0, a_world, root_terms)
     zero_sums = lambda n: (jnp.zeros((n, 6, 6, C), dtype),) * 2 + (jnp.zeros((n, 6, C), dtype),) * 2  # noqa: E731
     rest = [b._replace(R=None, p=None) for b in rest]
 
     def down(prev, b, terms, P):
         v_parent, a_parent = parent_rows(P, prev[0]), parent_rows(P, prev[1])
-        a = acceleration(b, a_parent, terms)
-        return (b.v, a), (a, v_parent, a_parent)
+        qdd_level, a = acceleration(b, a_parent, terms)
+        return (b.v, a), ((a, v_parent, a_parent), qdd_level)
 
-    accelerations = sweep_down(model, down, (b0.v, a0), list(zip(rest, levels_terms)))
+    accelerations, qdds = zip(*sweep_down(model, down, (b0.v, a0), list(zip(rest, levels_terms)))) if rest else ((), ())
 
     def up(below, b, acc, P):
         sums, cols = backward(b, *acc, below)
@@ -122,7 +123,8 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
 
     below, cols = sweep_up(model, up, zero_sums, list(zip(rest, accelerations)))
     below = below if rest else zero_sums(n0)
-    return coordinates(model, backward(b0, a0, v_world, a_world, below)[1], cols)
+    cols = coordinates(model, backward(b0, a0, v_world, a_world, below)[1], cols)
+    return cols, (qdd if tau is None else coordinates(model, qdd0, list(qdds)))
 
 
 def _coordinate_terms_one(model: Model, q, qd, qdd, f_ext):
@@ -184,7 +186,7 @@ def _rnea_derivatives_kernel(model: Model, q, qd, qdd, f_ext=None):
         return (jnp.zeros((0, 0) + qdd.shape[1:], qdd.dtype),) * 3
     if model.topology.has_bias:  # d ID by forward mode, and M alone by the CRBA (not the whole recursion)
         return _state_jacobians(model, q, qd, qdd, f_ext) + (unpack(model, crba_kernel(model, q), axis=0),)
-    return _rnea_derivatives_from(model, _coordinate_terms(model, q, qd, f_ext, qdd=qdd))
+    return _rnea_derivatives_from(model, _coordinate_terms(model, q, qd, f_ext, qdd=qdd)[0])
 
 
 def _rnea_derivatives_one(model: Model, q, qd, qdd, f_ext=None):
@@ -194,12 +196,20 @@ def _rnea_derivatives_one(model: Model, q, qd, qdd, f_ext=None):
     return _rnea_derivatives_from(model, _coordinate_terms_one(model, q, qd, qdd, f_ext))
 
 
-def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
+def forward_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
+    """(qdd, dtau/dq, dtau/dqd, M) for C states in the last axis (qdd (nv, C), the others
+    (nv, nv, C)): the ABA's accelerations under torques ``tau`` and the derivatives of inverse
+    dynamics there, the accelerations inside the derivatives' sweeps (one pass less than the
+    ABA's, then :func:`_rnea_derivatives_kernel`)."""
     if model.topology.sweep is None or model.topology.has_bias:
         qdd = aba_kernel(model, q, qd, tau, f_ext)
-        dq, dv, M = _rnea_derivatives_kernel(model, q, qd, qdd, f_ext)
-    else:  # the ABA's accelerations inside the same sweeps
-        dq, dv, M = _rnea_derivatives_from(model, _coordinate_terms(model, q, qd, f_ext, tau=tau))
+        return (qdd,) + _rnea_derivatives_kernel(model, q, qd, qdd, f_ext)
+    cols, qdd = _coordinate_terms(model, q, qd, f_ext, tau=tau)
+    return (qdd,) + _rnea_derivatives_from(model, cols)
+
+
+def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
+    _, dq, dv, M = forward_derivatives_kernel(model, q, qd, tau, f_ext)
     return _forward_blocks(_cholesky(M), dq, dv)
 
 
