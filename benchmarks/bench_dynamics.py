@@ -273,40 +273,49 @@ def run(args):
     timings, compiles, memory, hlo = [], [], [], []
 
     # --------------------------------------------------------------------- timing helpers
-    def bench(fn):
-        """Median (and min) over repeats of the mean time of one call of ``fn`` (which blocks).
+    def bench(*fns):
+        """Median (and min) over repeats of the mean time of one call of each of ``fns`` (which
+        block), timed in alternating repeats: mbjax and its peer see the same load on the machine
+        (a Pinocchio timed once per robot, before mbjax's rows, read 3.5 against 7.0 µs per
+        ``crba`` of talos_reduced in two runs of session 43's noisy machine).
 
-        Each repeat makes ``number`` calls lasting about ``args.min_time`` (at least one call);
-        there are as many repeats as fit in ``args.max_time`` seconds, between 3 and
-        ``args.repeats``. Short repeats let the minimum see through other load on the machine.
+        Each repeat of a function makes ``number`` calls lasting about ``args.min_time`` (at
+        least one call); there are as many rounds of repeats as fit in ``args.max_time``
+        seconds, between 3 and ``args.repeats``. Short repeats let the minimum see through other
+        load on the machine.
         """
-        fn()  # warm-up
-        t0 = time.perf_counter()
-        fn()
-        t1 = max(time.perf_counter() - t0, 1e-7)
-        number = max(1, round(args.min_time / t1))
-        repeats = min(args.repeats, max(3, int(args.max_time / (number * t1))))
-        per, cpu = [], []
+        numbers, rounds = [], 0.0
+        for fn in fns:
+            fn()  # warm-up
+            t0 = time.perf_counter()
+            fn()
+            t1 = max(time.perf_counter() - t0, 1e-7)
+            numbers.append(max(1, round(args.min_time / t1)))
+            rounds += numbers[-1] * t1
+        repeats = min(args.repeats, max(3, int(args.max_time / rounds)))
+        per, cpu, faults = ([[] for _ in fns] for _ in range(3))
         gc_was = gc.isenabled()
         gc.disable()
-        faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
         try:
-            while len(per) < repeats:
-                c0, t0 = time.process_time(), time.perf_counter()
-                for _ in range(number):
-                    fn()
-                per.append((time.perf_counter() - t0) / number)
-                cpu.append((time.process_time() - c0) / number)
+            for _ in range(repeats):
+                for i, (fn, number) in enumerate(zip(fns, numbers)):
+                    f0, c0, t0 = resource.getrusage(resource.RUSAGE_SELF).ru_minflt, time.process_time(), time.perf_counter()
+                    for _ in range(number):
+                        fn()
+                    per[i].append((time.perf_counter() - t0) / number)
+                    cpu[i].append((time.process_time() - c0) / number)
+                    faults[i].append((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - f0) / number)
         finally:
             if gc_was:
                 gc.enable()
-        per.sort()
-        cpu.sort()
-        # first touches of fresh memory: glibc maps blocks above 32 MB anew for every call (results
-        # or XLA scratch buffers that large), ~1 µs per 4 KB page on a virtual machine (README, session 29)
-        faults = (resource.getrusage(resource.RUSAGE_SELF).ru_minflt - faults) / (number * len(per))
-        return {"median": per[len(per) // 2], "min": per[0], "max": per[-1], "cpu_median": cpu[len(cpu) // 2],
-                "number": number, "repeats": per, "page_faults": faults}
+        out = []
+        for p_, c_, f_, number in zip(per, cpu, faults, numbers):
+            p_, c_ = sorted(p_), sorted(c_)
+            # first touches of fresh memory: glibc maps blocks above 32 MB anew for every call (results
+            # or XLA scratch buffers that large), ~1 µs per 4 KB page on a virtual machine (README, session 29)
+            out.append({"median": p_[len(p_) // 2], "min": p_[0], "max": p_[-1], "cpu_median": c_[len(c_) // 2],
+                        "number": number, "repeats": p_, "page_faults": sum(f_) / len(f_)})
+        return out
 
     def compile_jit(fn, *xs, name, robot, batch=None, jit=jax.jit):
         """Trace, lower and compile ``jit(fn)`` (``jax.jit`` with or without options) at ``xs``,
@@ -338,7 +347,11 @@ def run(args):
             f"compile {rec['compile_s']:6.2f} s  (first call total {rec['total_s']:6.2f} s)")
         return f, compiled
 
-    def record(robot, model, quantity, mb, pin_t, batch=None, note=None):
+    def record(robot, model, quantity, fn, peer, batch=None, note=None):
+        """Time ``fn`` (mbjax) and ``peer`` (a :func:`pin_loop`, or None) in alternating repeats
+        (:func:`bench`) and log their ratio; ``batch``: states per call of ``fn``."""
+        mb, *peer_t = bench(fn, *([peer] if peer else []))
+        pin_t = {k: peer_t[0][k] / peer.calls for k in ("median", "min", "cpu_median")} if peer else None
         per_state = mb["median"] / (batch or 1)
         pin_s, pin_min = (pin_t["median"], pin_t["min"]) if pin_t else (None, None)
         r = {"robot": robot, "nq": model.nq, "nv": model.nv, "dtype": args.dtype, "threads": args.xla_threads,
@@ -360,12 +373,12 @@ def run(args):
         log(f"  time    {robot:<13} {quantity:<35} mbjax {fmt_t(per_state)}  pinocchio {fmt_t(pin_s)}  {ratios}{faults}")
 
     def pin_loop(fn, states):
-        """Per-call time of a Pinocchio binding, called from a Python loop over ``states``."""
+        """A Python loop calling a Pinocchio binding on each of ``states``; ``calls``: how many."""
         def loop():
             for s in states:
                 fn(*s)
-        t = bench(loop)
-        return {k: t[k] / len(states) for k in ("median", "min", "cpu_median")}
+        loop.calls = len(states)
+        return loop
 
     # --------------------------------------------------------------------------- robots
     for name in args.robots:
@@ -404,30 +417,30 @@ def run(args):
             # the states given to Pinocchio are the same (quaternions reordered): check on one
             err = float(np.abs(np.asarray(f(model, q0, v0, t0_)) - pin.aba(pm, pdata, Qp[0], V[0], T[0])).max())
             log(f"  check   max|aba_mbjax - aba_pinocchio| = {err:.2e} at one state")
-            record(name, model, "aba single (model arg)", bench(lambda: f(model, q0, v0, t0_).block_until_ready()), pin_aba)
+            record(name, model, "aba single (model arg)", lambda: f(model, q0, v0, t0_).block_until_ready(), pin_aba)
             # the same with mbjax.jit's options (XLA:CPU's memory-optimised scheduler, mbjax.compilation)
             f, _ = compile_jit(lambda m, q, v, t: mbjax.aba(m, q, v, t), model, q0, v0, t0_, name="aba (mbjax.jit)",
                                robot=name, jit=MBJAX_JIT)
-            record(name, model, "aba single (model arg, mbjax.jit)", bench(lambda: f(model, q0, v0, t0_).block_until_ready()),
+            record(name, model, "aba single (model arg, mbjax.jit)", lambda: f(model, q0, v0, t0_).block_until_ready(),
                    pin_aba)
             # the public call from Python, as the README shows it
             record(name, model, "aba single (public call)",
-                   bench(lambda: mbjax.aba(model, q0, v0, t0_).block_until_ready()), pin_aba)
+                   lambda: mbjax.aba(model, q0, v0, t0_).block_until_ready(), pin_aba)
             # the floor under any jitted call: dispatch of a function that returns its input
             f, _ = compile_jit(lambda m, q, v, t: t, model, q0, v0, t0_, name="identity", robot=name)
-            record(name, model, "jit floor: identity (model arg)", bench(lambda: f(model, q0, v0, t0_).block_until_ready()),
+            record(name, model, "jit floor: identity (model arg)", lambda: f(model, q0, v0, t0_).block_until_ready(),
                    None, note="dispatch floor: a jitted function returning tau, same arguments as aba")
             f, _ = compile_jit(lambda q, v, t: t, q0, v0, t0_, name="identity (no model)", robot=name)
-            record(name, model, "jit floor: identity (no model)", bench(lambda: f(q0, v0, t0_).block_until_ready()),
+            record(name, model, "jit floor: identity (no model)", lambda: f(q0, v0, t0_).block_until_ready(),
                    None, note="dispatch floor: a jitted function of (q, qd, tau) returning tau")
         if "aba_closed" in args.quantities:
             f, _ = compile_jit(lambda q, v, t: mbjax.aba(model, q, v, t), q0, v0, t0_, name="aba (closed)", robot=name)
-            record(name, model, "aba single (model closed)", bench(lambda: f(q0, v0, t0_).block_until_ready()), pin_aba)
+            record(name, model, "aba single (model closed)", lambda: f(q0, v0, t0_).block_until_ready(), pin_aba)
             # the same compiled as mbjax's one-state entry points are (mbjax.fused with the loop flag)
             f = mbjax.jit(lambda q, v, t: mbjax.aba(model, q, v, t), one_state=True)  # no .trace: not timed
             f(q0, v0, t0_).block_until_ready()
             record(name, model, "aba single (model closed, mbjax.jit one_state)",
-                   bench(lambda: f(q0, v0, t0_).block_until_ready()), pin_aba)
+                   lambda: f(q0, v0, t0_).block_until_ready(), pin_aba)
         if "aba" in args.quantities:
             for B in args.batch:
                 xs = (model, Qj[:B], Vj[:B], Tj[:B])
@@ -436,50 +449,50 @@ def run(args):
                 memory.append(memory_record(c, name, "aba vmap", B, resource))
                 if B == max(args.batch):
                     hlo.append({"robot": name, "function": f"aba vmap B={B}", "tree_levels": levels, **hlo_stats(c)})
-                record(name, model, f"aba vmap B={B} (per state)", bench(lambda: f(*xs).block_until_ready()), pin_aba, B)
+                record(name, model, f"aba vmap B={B} (per state)", lambda: f(*xs).block_until_ready(), pin_aba, B)
             # the same compiled with mbjax.jit's options (YNNPACK for dots only, mbjax.compilation)
             B = max(args.batch)
             xs = (model, Qj[:B], Vj[:B], Tj[:B])
             f, _ = compile_jit(jax.vmap(mbjax.aba, in_axes=(None, 0, 0, 0)), *xs, name="aba vmap (mbjax.jit)", robot=name,
                                batch=B, jit=MBJAX_JIT)
-            record(name, model, f"aba vmap B={B} (mbjax.jit, per state)", bench(lambda: f(*xs).block_until_ready()),
+            record(name, model, f"aba vmap B={B} (mbjax.jit, per state)", lambda: f(*xs).block_until_ready(),
                    pin_aba, B)
         if "aba_closed" in args.quantities and not args.quick:
             B = max(args.batch)
             fb = jax.vmap(lambda q, v, t: mbjax.aba(model, q, v, t))
             f, _ = compile_jit(fb, Qj[:B], Vj[:B], Tj[:B], name="aba vmap (closed)", robot=name, batch=B)
             record(name, model, f"aba vmap B={B} (closed, per state)",
-                   bench(lambda: f(Qj[:B], Vj[:B], Tj[:B]).block_until_ready()), pin_aba, B)
+                   lambda: f(Qj[:B], Vj[:B], Tj[:B]).block_until_ready(), pin_aba, B)
 
         # ---------------------------------------------------------------- RNEA, CRBA
         B = max(args.batch)
         if "rnea" in args.quantities:
             pin_rnea = pin_loop(pin.rnea, pin_states_a)
             f, _ = compile_jit(lambda m, q, v, a: mbjax.rnea(m, q, v, a), model, q0, v0, a0, name="rnea", robot=name)
-            record(name, model, "rnea single (model arg)", bench(lambda: f(model, q0, v0, a0).block_until_ready()), pin_rnea)
+            record(name, model, "rnea single (model arg)", lambda: f(model, q0, v0, a0).block_until_ready(), pin_rnea)
             record(name, model, "rnea single (public call)",
-                   bench(lambda: mbjax.rnea(model, q0, v0, a0).block_until_ready()), pin_rnea)
+                   lambda: mbjax.rnea(model, q0, v0, a0).block_until_ready(), pin_rnea)
             xs = (model, Qj[:B], Vj[:B], Aj[:B])
             f, c = compile_jit(jax.vmap(mbjax.rnea, in_axes=(None, 0, 0, 0)), *xs, name="rnea vmap", robot=name, batch=B)
             memory.append(memory_record(c, name, "rnea vmap", B, resource))
-            record(name, model, f"rnea vmap B={B} (per state)", bench(lambda: f(*xs).block_until_ready()), pin_rnea, B)
+            record(name, model, f"rnea vmap B={B} (per state)", lambda: f(*xs).block_until_ready(), pin_rnea, B)
             f, _ = compile_jit(jax.vmap(mbjax.rnea, in_axes=(None, 0, 0, 0)), *xs, name="rnea vmap (mbjax.jit)",
                                robot=name, batch=B, jit=MBJAX_JIT)
-            record(name, model, f"rnea vmap B={B} (mbjax.jit, per state)", bench(lambda: f(*xs).block_until_ready()),
+            record(name, model, f"rnea vmap B={B} (mbjax.jit, per state)", lambda: f(*xs).block_until_ready(),
                    pin_rnea, B)
         if "crba" in args.quantities:
             pin_crba = pin_loop(pin.crba, pin_states_q)
             f, _ = compile_jit(lambda m, q: mbjax.crba(m, q), model, q0, name="crba", robot=name)
-            record(name, model, "crba single (model arg)", bench(lambda: f(model, q0).block_until_ready()), pin_crba,
+            record(name, model, "crba single (model arg)", lambda: f(model, q0).block_until_ready(), pin_crba,
                    note="pinocchio.crba fills the upper triangle only")
             xs = (model, Qj[:B])
             f, c = compile_jit(jax.vmap(mbjax.crba, in_axes=(None, 0)), *xs, name="crba vmap", robot=name, batch=B)
             memory.append(memory_record(c, name, "crba vmap", B, resource))
-            record(name, model, f"crba vmap B={B} (per state)", bench(lambda: f(*xs).block_until_ready()), pin_crba, B,
+            record(name, model, f"crba vmap B={B} (per state)", lambda: f(*xs).block_until_ready(), pin_crba, B,
                    note="pinocchio.crba fills the upper triangle only")
             f, _ = compile_jit(jax.vmap(mbjax.crba, in_axes=(None, 0)), *xs, name="crba vmap (mbjax.jit)", robot=name,
                                batch=B, jit=MBJAX_JIT)
-            record(name, model, f"crba vmap B={B} (mbjax.jit, per state)", bench(lambda: f(*xs).block_until_ready()),
+            record(name, model, f"crba vmap B={B} (mbjax.jit, per state)", lambda: f(*xs).block_until_ready(),
                    pin_crba, B, note="pinocchio.crba fills the upper triangle only")
 
         # ---------------------------------------------------------------- ABA Jacobian
@@ -492,41 +505,41 @@ def run(args):
 
             pin_jac = pin_loop(pin.computeABADerivatives, pin_states)
             f, _ = compile_jit(aba_jac, model, q0, v0, t0_, name="aba jacfwd", robot=name)
-            record(name, model, "aba jacfwd single (model arg)", bench(lambda: jax.block_until_ready(f(model, q0, v0, t0_))),
+            record(name, model, "aba jacfwd single (model arg)", lambda: jax.block_until_ready(f(model, q0, v0, t0_)),
                    pin_jac, note="vs pinocchio.computeABADerivatives")
             f, _ = compile_jit(mbjax.aba_derivatives, model, q0, v0, t0_, name="aba_derivatives", robot=name)
             record(name, model, "aba_derivatives single (model arg)",
-                   bench(lambda: jax.block_until_ready(f(model, q0, v0, t0_))), pin_jac,
+                   lambda: jax.block_until_ready(f(model, q0, v0, t0_)), pin_jac,
                    note="vs pinocchio.computeABADerivatives")
             # the public call from Python (compiled with mbjax's options: a plain jax.jit of a
             # function of the model runs it on XLA's thread pool, mbjax.compilation)
             record(name, model, "aba_derivatives single (public call)",
-                   bench(lambda: jax.block_until_ready(mbjax.aba_derivatives(model, q0, v0, t0_))), pin_jac,
+                   lambda: jax.block_until_ready(mbjax.aba_derivatives(model, q0, v0, t0_)), pin_jac,
                    note="vs pinocchio.computeABADerivatives")
             pin_rnea_jac = pin_loop(pin.computeRNEADerivatives, pin_states)
             f, _ = compile_jit(mbjax.rnea_derivatives, model, q0, v0, t0_, name="rnea_derivatives", robot=name)
             record(name, model, "rnea_derivatives single (model arg)",
-                   bench(lambda: jax.block_until_ready(f(model, q0, v0, t0_))), pin_rnea_jac,
+                   lambda: jax.block_until_ready(f(model, q0, v0, t0_)), pin_rnea_jac,
                    note="vs pinocchio.computeRNEADerivatives")
             record(name, model, "rnea_derivatives single (public call)",
-                   bench(lambda: jax.block_until_ready(mbjax.rnea_derivatives(model, q0, v0, t0_))), pin_rnea_jac,
+                   lambda: jax.block_until_ready(mbjax.rnea_derivatives(model, q0, v0, t0_)), pin_rnea_jac,
                    note="vs pinocchio.computeRNEADerivatives")
         if "jac" in args.quantities and not args.quick:  # batched Jacobians: 3-15 s of compilation each
             Bj = args.jac_batch
             xs = (model, Qj[:Bj], Vj[:Bj], Tj[:Bj])
             f, c = compile_jit(jax.vmap(aba_jac, in_axes=(None, 0, 0, 0)), *xs, name="aba jacfwd vmap", robot=name, batch=Bj)
             memory.append(memory_record(c, name, "aba jacfwd vmap", Bj, resource))
-            record(name, model, f"aba jacfwd vmap B={Bj} (per state)", bench(lambda: jax.block_until_ready(f(*xs))),
+            record(name, model, f"aba jacfwd vmap B={Bj} (per state)", lambda: jax.block_until_ready(f(*xs)),
                    pin_jac, Bj, note="vs pinocchio.computeABADerivatives")
             f, c = compile_jit(jax.vmap(mbjax.aba_derivatives, in_axes=(None, 0, 0, 0)), *xs, name="aba_derivatives vmap",
                                robot=name, batch=Bj)
             memory.append(memory_record(c, name, "aba_derivatives vmap", Bj, resource))
-            record(name, model, f"aba_derivatives vmap B={Bj} (per state)", bench(lambda: jax.block_until_ready(f(*xs))),
+            record(name, model, f"aba_derivatives vmap B={Bj} (per state)", lambda: jax.block_until_ready(f(*xs)),
                    pin_jac, Bj, note="vs pinocchio.computeABADerivatives")
             f, c = compile_jit(jax.vmap(mbjax.rnea_derivatives, in_axes=(None, 0, 0, 0)), *xs,
                                name="rnea_derivatives vmap", robot=name, batch=Bj)
             memory.append(memory_record(c, name, "rnea_derivatives vmap", Bj, resource))
-            record(name, model, f"rnea_derivatives vmap B={Bj} (per state)", bench(lambda: jax.block_until_ready(f(*xs))),
+            record(name, model, f"rnea_derivatives vmap B={Bj} (per state)", lambda: jax.block_until_ready(f(*xs)),
                    pin_rnea_jac, Bj, note="vs pinocchio.computeRNEADerivatives")
 
         rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
