@@ -40,6 +40,17 @@ def aba_from(model: Model, q, qd, tau, f_ext=None):
     return _aba(model, q, qd, tau, f_ext)
 
 
+def _accelerations_and_state_derivatives(model: Model, q, qd, tau, f_ext=None):
+    qdd = aba_from(model, q, qd, tau, f_ext)
+    return (qdd,) + state_derivatives(model, q, qd, qdd, f_ext)
+
+
+#: (qdd, dID/dq, dID/dqd, M) under torques tau: vmapped, one kernel whose derivative sweeps
+#: also run the ABA's accelerations (:func:`.derivatives.forward_derivatives_kernel`) instead of
+#: a batched ABA and then the derivatives' kernel
+_with_state_derivatives = routed(forward_derivatives_kernel, _accelerations_and_state_derivatives)
+
+
 def _aba_jvp(primals, tangents):
     """Derivative of forward dynamics through inverse dynamics (Carpentier & Mansard 2018).
 
@@ -47,7 +58,8 @@ def _aba_jvp(primals, tangents):
     d qdd = M^-1 (d tau - dID), where dID is the derivative of RNEA at fixed qdd. Along the
     state it is the analytic d ID / d(q tangent, qd) of :func:`.derivatives.state_derivatives`
     (which also gives M): it depends on the primals only, so ``jax.jacfwd`` (nv tangents at
-    once) computes it once and multiplies. Along the model and ``f_ext`` it is the forward mode
+    once) computes it once and multiplies; vmapped, the accelerations come from the same kernel
+    (:data:`_with_state_derivatives`). Along the model and ``f_ext`` it is the forward mode
     of RNEA's matrix form. A q tangent is mapped to the tangent space by the derivative of
     :func:`mbjax.difference` (quaternions: the body-frame angular velocity).
     """
@@ -69,17 +81,6 @@ def _aba_jvp(primals, tangents):
 
 
 aba_from.defjvp(_aba_jvp, symbolic_zeros=True)
-
-
-def _accelerations_and_state_derivatives(model: Model, q, qd, tau, f_ext=None):
-    qdd = aba_from(model, q, qd, tau, f_ext)
-    return (qdd,) + state_derivatives(model, q, qd, qdd, f_ext)
-
-
-#: (qdd, dID/dq, dID/dqd, M) under torques tau: vmapped, one kernel whose derivative sweeps
-#: also run the ABA's accelerations (:func:`.derivatives.forward_derivatives_kernel`) instead of
-#: a batched ABA and then the derivatives' kernel
-_with_state_derivatives = routed(forward_derivatives_kernel, _accelerations_and_state_derivatives)
 
 
 @jit(one_state=True)

@@ -87,12 +87,12 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
     root = sw.root
     n0 = len(root.bodies)
     if tau is None:
-        qdd = jnp.pad(qdd, ((0, 1), (0, 0)))
+        qdd_rows = jnp.pad(qdd, ((0, 1), (0, 0)))
         levels_terms = [seg.dofs for seg in sw.segments]
         root_terms = root.dofs
 
         def acceleration(b, a_parent, dofs):  # (the joints' accelerations, the bodies')
-            return (), a_parent + b.c + mv(T(b.S), gather(qdd, dofs))
+            return (), a_parent + b.c + mv(T(b.S), gather(qdd_rows, dofs))
     else:
         root_terms, levels_terms = articulated_inertias(model, b0, rest, tau)
 
