@@ -276,8 +276,8 @@ def run(args):
     def bench(*fns):
         """Median (and min) over repeats of the mean time of one call of each of ``fns`` (which
         block), timed in alternating repeats: mbjax and its peer see the same load on the machine
-        (a Pinocchio timed once per robot, before mbjax's rows, read 3.5 against 7.0 µs per
-        ``crba`` of talos_reduced in two runs of session 43's noisy machine).
+        (a Pinocchio timed once per robot, before mbjax's rows, read 4.9 and 7.0 µs per ``crba``
+        of talos_reduced in two runs of session 43's noisy machine, minutes apart).
 
         Each repeat of a function makes ``number`` calls lasting about ``args.min_time`` (at
         least one call); there are as many rounds of repeats as fit in ``args.max_time``
