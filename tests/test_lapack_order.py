@@ -1,15 +1,18 @@
-"""Batched programs run their LAPACK calls one after another, never two at once.
+"""Batched programs never run two large LAPACK calls at once.
 
-jaxlib 0.10's CPU LAPACK kernels split a large batch into chunks on XLA's thread pool and block
-until they finish (`jax::ParallelBatchMap`); when as many independent batched calls run at once
-as the pool has threads, each holds a thread waiting for chunks queued behind the others, and
-the program hangs (found in session 21: `jax.vmap(contact.rollout)` over 1024 states hung every
-time; `tests/test_rigid.py` runs that case). The hang needs large batches and luck to appear,
-so this checks its precondition instead, in the compiled HLO of each program vmapped over a
-small batch: every two LAPACK custom calls of one computation are ordered by a data
-dependency.
+jaxlib 0.10's CPU LAPACK kernels split a batch whose work reaches ``mbjax.cholesky.PARALLEL_WORK``
+into chunks on XLA's thread pool and block until they finish (`jax::ParallelBatchMap`); when as
+many independent such calls run at once as the pool has threads, each holds a thread waiting
+for chunks queued behind the others, and the program hangs (found in session 21:
+`jax.vmap(contact.rollout)` over 1024 states hung every time, `tests/test_rigid.py` runs that
+case; session 43: second derivatives of a vmapped `aba`). The hang needs large batches and luck
+to appear, so this checks its precondition instead, in the compiled HLO of each program: every
+two LAPACK custom calls of one computation whose work reaches that threshold are ordered by a
+data dependency (smaller ones run on the calling thread: :mod:`mbjax.cholesky` factors and
+solves its batches in such pieces).
 """
 
+import math
 import re
 
 import jax
@@ -19,14 +22,32 @@ import pytest
 import mbjax
 from mbjax import constraints as C
 from mbjax import contact
+from mbjax.cholesky import PARALLEL_WORK, spd_solve
 from mbjax.methods import METHODS
 
 INSTRUCTION = re.compile(r"^\s*(?:ROOT\s+)?%?([\w.\-]+)\s*=\s*(.*)$")
 HEADER = re.compile(r"^(?:ENTRY\s+)?%?([\w.\-]+)\s.*\{\s*$")
+SHAPE = re.compile(r"f(?:32|64)\[([\d,]*)\]")
+
+
+def lapack_work(target: str, instruction: str) -> float:
+    """jaxlib 0.10's work estimate of a LAPACK custom call (matrices x flops per matrix, from
+    its operands' shapes): Cholesky n^3 / 3, a triangular solve rows x columns x the
+    triangular matrix's order; other kernels count as large."""
+    shapes = [[int(d) for d in m.split(",") if d] for m in
+              SHAPE.findall(instruction.split("operand_layout_constraints=")[-1].split("}}")[0])]
+    if "potrf" in target:
+        *batch, n, _ = shapes[0]
+        return math.prod(batch) * n ** 3 / 3
+    if "trsm" in target:
+        a, (*batch, rows, cols) = shapes[0][-1], shapes[1]
+        return math.prod(batch) * rows * cols * a
+    return math.inf
 
 
 def unordered_lapack_calls(hlo: str) -> list:
-    """Pairs of LAPACK custom calls (computation, target, target) that no data dependency orders."""
+    """Pairs of LAPACK custom calls (computation, target, target) whose work reaches jaxlib's
+    threshold for splitting it across threads and that no data dependency orders."""
     computations, current = {}, None
     for line in hlo.splitlines():
         if not line.startswith(" ") and (m := HEADER.match(line)):
@@ -42,7 +63,8 @@ def unordered_lapack_calls(hlo: str) -> list:
             if not (m := INSTRUCTION.match(line)):
                 continue
             operands[m.group(1)] = set(x.lstrip("%") for x in re.findall(r"%[\w.\-]+", m.group(2)))
-            if target := re.search(r'custom_call_target="(lapack_\w+)"', m.group(2)):
+            target = re.search(r'custom_call_target="(lapack_\w+)"', m.group(2))
+            if target and lapack_work(target.group(1), m.group(2)) >= PARALLEL_WORK:
                 calls.append((m.group(1), target.group(1)))
 
         def ancestors(node, seen=None):
@@ -65,7 +87,8 @@ def _compiled(fn, *args) -> str:
     return jax.jit(fn).lower(*args).compile().as_text()
 
 
-B = 4
+#: a batch as users run (session 21's hang: 1024 states), where the work of LAPACK calls counts
+B = 1024
 QUADRUPED = mbjax.load_bundled("quadruped")
 STAND = jnp.tile(mbjax.neutral(QUADRUPED).at[2].set(0.44), (B, 1))
 STILL = jnp.zeros((B, QUADRUPED.nv))
@@ -90,6 +113,10 @@ def _programs():
         yield f"WithContacts {method}", _quadruped(
             lambda q, v, u, m=method: mbjax.forward_dynamics(QUADRUPED, q, v, u, method=contact.WithContacts(
                 compliant, m, limits=contact.joint_limits(QUADRUPED))))
+    # second derivatives: the solves of aba's derivative rule, differentiated, are independent of
+    # each other (session 43: jax.vmap(jax.hessian(loss)) hung)
+    yield "hessian of aba", _quadruped(lambda q, v, u: jax.hessian(
+        lambda v: jnp.sum(jnp.sin(mbjax.aba(QUADRUPED, q, v, u)) ** 2))(v))
     yield "aba_derivatives", _quadruped(lambda q, v, u: mbjax.aba_derivatives(QUADRUPED, q, v, u))
     yield "rnea_derivatives", _quadruped(lambda q, v, u: mbjax.rnea_derivatives(QUADRUPED, q, v, u))
     for method in C.solvers.METHODS:
@@ -101,9 +128,11 @@ PROGRAMS = dict(_programs())
 
 
 def test_the_check_sees_two_independent_solves():
-    """Two solves with one Cholesky factor, independent: flagged; stacked into one: not."""
-    A = jnp.tile(jnp.eye(3) * 2.0, (B, 1, 1))
-    b = jnp.ones((B, 3))
+    """Two large solves with one Cholesky factor, independent: flagged; stacked into one, or
+    in sub-batches (mbjax.cholesky): not. Small ones (below jaxlib's threshold): not."""
+    n, batch = 12, 2048  # a triangular solve's work 12 x 12 x 2048 = 295k
+    A = jnp.tile(jnp.eye(n) * 2.0, (batch, 1, 1))
+    b = jnp.ones((batch, n))
 
     def two(A, b):
         c = jax.scipy.linalg.cho_factor(A)
@@ -115,6 +144,8 @@ def test_the_check_sees_two_independent_solves():
 
     assert unordered_lapack_calls(_compiled(jax.vmap(two), A, b))
     assert not unordered_lapack_calls(_compiled(jax.vmap(one), A, b))
+    assert not unordered_lapack_calls(_compiled(jax.vmap(lambda A, b: spd_solve(A, b) + spd_solve(A, 2 * b)), A, b))
+    assert not unordered_lapack_calls(_compiled(jax.vmap(two), A[:4], b[:4]))
 
 
 @pytest.mark.parametrize("name", list(PROGRAMS))

@@ -2,8 +2,8 @@
 
 Layers, lowest first (a module may import its own layer and those below):
 
-0. ``spatial``, ``linalg``, ``checks``, ``compilation``, ``fused``, ``allocator``, ``tangents``,
-   ``plotting``, ``progress``: algebra, input checks, how entry points are compiled (and fused
+0. ``spatial``, ``linalg``, ``cholesky``, ``checks``, ``compilation``, ``fused``, ``allocator``, ``tangents``,
+   ``plotting``, ``progress``: algebra, batch-safe LAPACK Cholesky, input checks, how entry points are compiled (and fused
    into one function), glibc's reuse of freed memory, symbolic zeros of derivative rules,
    figures, progress bars
 1. ``model``: topology, joint types, the Model pytree, builders and file loaders, tree traversals
@@ -28,7 +28,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "mbjax"
 
 LAYERS = (
-    ("mbjax.spatial", "mbjax.linalg", "mbjax.checks", "mbjax.compilation", "mbjax.fused", "mbjax.allocator",
+    ("mbjax.spatial", "mbjax.linalg", "mbjax.cholesky", "mbjax.checks", "mbjax.compilation", "mbjax.fused", "mbjax.allocator",
      "mbjax.tangents", "mbjax.plotting", "mbjax.progress"),
     ("mbjax.model",),
     ("mbjax.configuration", "mbjax.kinematics", "mbjax.robots"),

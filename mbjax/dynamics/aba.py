@@ -11,6 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from ..checks import checked, singular_accelerations
+from ..cholesky import spd_solve
 from ..compilation import jit
 from ..configuration import difference_from
 from ..kinematics import tree_kinematics
@@ -77,7 +78,7 @@ def _aba_jvp(primals, tangents):
             return rnea_from(m, tree_kinematics(m, q), q, qd, qdd, f)
 
         rhs = rhs - jax.jvp(inverse_dynamics, (model, f_ext), (instantiate(dmodel), instantiate(df)))[1]
-    return qdd, jax.scipy.linalg.cho_solve(jax.scipy.linalg.cho_factor(M), rhs)
+    return qdd, spd_solve(M, rhs)
 
 
 aba_from.defjvp(_aba_jvp, symbolic_zeros=True)

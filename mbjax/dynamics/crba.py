@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-import jax
 import jax.numpy as jnp
 import numpy as np
 
 from .. import spatial
 from ..checks import checked
+from ..cholesky import spd_solve
 from ..compilation import jit
 from ..kinematics import TreeKinematics, tree_kinematics
 from ..model.model import Model
@@ -51,8 +51,7 @@ def mass_matrix_from(model: Model, tk: TreeKinematics):
 
 def cholesky_dynamics(model: Model, q, qd, tau, f_ext=None):
     """Forward dynamics of one state through the mass matrix: qdd = M^-1 (tau - h), with
-    h = RNEA(q, qd, 0, f_ext) and M by CRBA, both in matrix form, and M's lower Cholesky
-    factor (``cho_factor``), which derivatives reuse.
+    h = RNEA(q, qd, 0, f_ext) and M by CRBA, both in matrix form: (qdd, M).
 
     O(nv^3) instead of the ABA's O(nv), but on XLA:CPU, for one state, a few large products
     and one factorisation launch far fewer kernels than the ABA's three level sweeps: 2-2.6x
@@ -60,8 +59,8 @@ def cholesky_dynamics(model: Model, q, qd, tau, f_ext=None):
     """
     tk = tree_kinematics(model, q)
     h = rnea_from(model, tk, q, qd, jnp.zeros_like(qd), f_ext)
-    chol = jax.scipy.linalg.cho_factor(mass_matrix_from(model, tk), lower=True)
-    return jax.scipy.linalg.cho_solve(chol, tau - h), chol
+    M = mass_matrix_from(model, tk)
+    return spd_solve(M, tau - h), M
 
 
 def crba_kernel(model: Model, q):

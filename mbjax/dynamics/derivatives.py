@@ -42,6 +42,7 @@ import numpy as np
 
 from .. import spatial
 from ..checks import checked
+from ..cholesky import spd_solve
 from ..compilation import jit
 from ..configuration import integrate_from
 from ..kinematics import tree_kinematics
@@ -210,37 +211,29 @@ def forward_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
 
 def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
     _, dq, dv, M = forward_derivatives_kernel(model, q, qd, tau, f_ext)
-    return _forward_blocks(_cholesky(M), dq, dv)
+    return _forward_blocks(jnp.moveaxis(M, -1, 0), dq, dv)
 
 
 def _aba_derivatives_one(model: Model, q, qd, tau, f_ext=None):
     if model.topology.sweep is None:
         return one_state(_aba_derivatives_kernel)(model, q, qd, tau, f_ext)
-    qdd, chol = cholesky_dynamics(model, q, qd, tau, f_ext)
+    qdd, M = cholesky_dynamics(model, q, qd, tau, f_ext)
     dq, dv, _ = _rnea_derivatives_one(model, q, qd, qdd, f_ext)
-    return _forward_blocks(chol, dq, dv, chained=True)  # qdd had a solve of its own
+    return _forward_blocks(M, dq, dv, one_solve=True)  # M's factor is the accelerations' (one Cholesky)
 
 
-def _cholesky(M):
-    """Cholesky factor of M (nv, nv, C), states first for LAPACK: (C, nv, nv)."""
-    return jax.scipy.linalg.cho_factor(jnp.moveaxis(M, -1, 0), lower=True)
-
-
-def _forward_blocks(chol, dq, dv, chained: bool = False):
-    """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) from M's Cholesky factor (``cho_factor``; states, if
-    any, first) and dID (nv, nv, ...): M^-1 by one solve, then two products. ``chained``: by
-    one solve with the three right-hand sides side by side instead, whose LAPACK calls then
-    follow those of the accelerations (dID depends on them): independent ones can run at once
-    and deadlock jaxlib 0.10 under vmap (docs/errors.md, Troubleshooting)."""
+def _forward_blocks(M, dq, dv, one_solve: bool = False):
+    """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) from M (states, if any, first) and dID (nv, nv, ...):
+    M^-1 by one solve, then two products (a batch: LAPACK solves one matrix at a time, slower
+    than the products); ``one_solve``: one solve with the three right-hand sides side by side."""
     lead = lambda x: jnp.moveaxis(x, (0, 1), (-2, -1))  # noqa: E731  (..., nv, nv) for LAPACK
     back = lambda x: jnp.moveaxis(x, (-2, -1), (0, 1))  # noqa: E731
-    L = chol[0]
-    n = L.shape[-1]
-    eye = jnp.broadcast_to(jnp.eye(n, dtype=L.dtype), L.shape)
-    if chained:
-        X = jax.scipy.linalg.cho_solve(chol, jnp.concatenate([-lead(dq), -lead(dv), eye], axis=-1))
+    n = M.shape[-1]
+    eye = jnp.broadcast_to(jnp.eye(n, dtype=M.dtype), M.shape)
+    if one_solve:
+        X = spd_solve(M, jnp.concatenate([-lead(dq), -lead(dv), eye], axis=-1))
         return back(X[..., :n]), back(X[..., n:2 * n]), back(X[..., 2 * n:])
-    Minv = jax.scipy.linalg.cho_solve(chol, eye)
+    Minv = spd_solve(M, eye)
     return -back(Minv @ lead(dq)), -back(Minv @ lead(dv)), back(Minv)
 
 
