@@ -28,20 +28,24 @@ PARALLEL_WORK = 200_000
 
 
 def _in_sub_batches(fn, work, *xs):
-    """``fn`` (one matrix problem) over the leading axis of each of ``xs``, vmapped over
-    sub-batches whose work (``work`` flops each) stays below :data:`PARALLEL_WORK`."""
+    """``fn`` (one matrix problem, each of ``xs`` (..., m, n)) over their leading axes, vmapped
+    over sub-batches whose work (``work`` flops each) stays below :data:`PARALLEL_WORK`."""
+    lead = xs[0].shape[:-2]
+    if not lead:
+        return fn(*xs)
+    xs = [x.reshape((-1,) + x.shape[-2:]) for x in xs]
     size = max(1, (PARALLEL_WORK - 1) // work)
     if xs[0].shape[0] <= size:
-        return jax.vmap(fn)(*xs)
-    return jax.lax.map(lambda ys: fn(*ys), xs, batch_size=size)
+        out = jax.vmap(fn)(*xs)
+    else:
+        out = jax.lax.map(lambda ys: fn(*ys), xs, batch_size=size)
+    return out.reshape(lead + out.shape[1:])
 
 
 @custom_vmap
 def cholesky(A):
     """Lower Cholesky factor L of symmetric positive-definite A (..., n, n), A = L L^T."""
-    n = A.shape[-1]
-    L = _in_sub_batches(jnp.linalg.cholesky, max(n ** 3 // 3, 1), A.reshape((-1, n, n)))
-    return L.reshape(A.shape)
+    return _in_sub_batches(jnp.linalg.cholesky, max(A.shape[-1] ** 3 // 3, 1), A)
 
 
 @cholesky.def_vmap
@@ -53,9 +57,7 @@ def _cholesky_vmap(axis_size, in_batched, A):
 def cho_solve(L, B):
     """X with L L^T X = B, for lower factors L (..., n, n) and B (..., n, k)."""
     n, k = B.shape[-2:]
-    X = _in_sub_batches(lambda l, b: jax.scipy.linalg.cho_solve((l, True), b), max(n * n * k, 1),
-                        L.reshape((-1, n, n)), B.reshape((-1, n, k)))
-    return X.reshape(B.shape)
+    return _in_sub_batches(lambda l, b: jax.scipy.linalg.cho_solve((l, True), b), max(n * n * k, 1), L, B)
 
 
 @cho_solve.def_vmap
@@ -63,8 +65,13 @@ def _cho_solve_vmap(axis_size, in_batched, L, B):
     L_batched, B_batched = in_batched
     if not L_batched:  # one factor for the whole batch: its right-hand sides side by side
         columns = jnp.moveaxis(B, 0, -1)  # (..., n, k, batch)
-        X = cho_solve(L, columns.reshape(columns.shape[:-2] + (-1,)))
-        return jnp.moveaxis(X.reshape(columns.shape), -1, 0), True
+        columns = columns.reshape(columns.shape[:-2] + (-1,))
+        n = L.shape[-1]
+        if columns.shape[-1] > n:  # more of them than the order: by the inverse and a product
+            X = cho_solve(L, jnp.broadcast_to(jnp.eye(n, dtype=L.dtype), L.shape)) @ columns
+        else:
+            X = cho_solve(L, columns)
+        return jnp.moveaxis(X.reshape(B.shape[1:] + (axis_size,)), -1, 0), True
     if not B_batched:
         B = jnp.broadcast_to(B, (axis_size,) + B.shape)
     return cho_solve(L, B), True

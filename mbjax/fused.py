@@ -158,19 +158,24 @@ def _concrete(x) -> bool:
         isinstance(x, jax.Array) and not isinstance(x, core.Tracer))
 
 
-def _inlined(eqn):
-    """The jaxpr that stands for ``eqn`` in a primal evaluation: a ``jit`` call's, and the
-    primal function of a ``custom_jvp`` or ``custom_vmap`` (a fused program is evaluated
-    unbatched, and its derivatives are those of the function it fuses); else None."""
+def _inlined(eqn, xs):
+    """The jaxpr that stands for ``eqn`` in a primal evaluation and its inputs among ``xs``: a
+    ``jit`` call's, the primal function of a ``custom_jvp`` or ``custom_vmap`` (a fused program
+    is evaluated unbatched, and its derivatives are those of the function it fuses), and the
+    solve of a ``custom_linear_solve`` (its solve's constants and right-hand side); else None."""
     if eqn.primitive is jit_p:
-        return eqn.params["jaxpr"]
-    return {"custom_jvp_call": eqn.params.get("call_jaxpr"), "custom_vmap_call": eqn.params.get("call")}.get(
+        return eqn.params["jaxpr"], xs
+    if eqn.primitive.name == "custom_linear_solve":  # inputs: the matvec's, vecmat's, solve's, ... constants, then b
+        n = eqn.params["const_lengths"]
+        return eqn.params["jaxprs"].solve, xs[n.matvec + n.vecmat:n.matvec + n.vecmat + n.solve] + xs[sum(n):]
+    inner = {"custom_jvp_call": eqn.params.get("call_jaxpr"), "custom_vmap_call": eqn.params.get("call")}.get(
         eqn.primitive.name)
+    return None if inner is None else (inner, xs)
 
 
 def _walk(closed, ins, equation):
-    """``closed``'s outputs at ``ins``, its ``jit`` calls and custom rules' primal functions
-    inlined (:func:`_inlined`), the outputs of every other equation given by
+    """``closed``'s outputs at ``ins``, its ``jit`` calls, custom rules' primal functions and
+    linear solves inlined (:func:`_inlined`), the outputs of every other equation given by
     ``equation(eqn, inputs)`` (a list)."""
     def run(jaxpr, consts, ins):
         env = dict(zip(jaxpr.constvars, consts))
@@ -178,8 +183,8 @@ def _walk(closed, ins, equation):
         read = lambda v: v.val if isinstance(v, core.Literal) else env[v]  # noqa: E731
         for eqn in jaxpr.eqns:
             xs = [read(v) for v in eqn.invars]
-            inner = _inlined(eqn)
-            outs = run(inner.jaxpr, inner.consts, xs) if inner is not None else equation(eqn, xs)
+            inner = _inlined(eqn, xs)
+            outs = run(inner[0].jaxpr, inner[0].consts, inner[1]) if inner is not None else equation(eqn, xs)
             env.update((v, o) for v, o in zip(eqn.outvars, outs) if not isinstance(v, core.DropVar))
         return [read(v) for v in jaxpr.outvars]
 

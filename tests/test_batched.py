@@ -138,6 +138,35 @@ def test_derivatives_through_the_batched_path(model, states, small_chunks):
     np.testing.assert_allclose(jac[k][:, 3], fd, rtol=0, atol=1e-7 * np.abs(fd).max())
 
 
+def test_second_derivatives_through_the_batched_path(small_chunks):
+    """jax.vmap(jax.hessian(...)) through aba (its derivative rule differentiated again; it hung
+    in session 43, docs/errors.md) against JAX's Hessians of the matrix form (qdd = M^-1 (x -
+    h) by a dense solve) and against central differences of the gradient. A tree without
+    universal joints: the analytic rule (the forward-mode one compiles for a minute here)."""
+    model = build_model(dataclasses.replace(SPEC, parents=(-1, 0, 1, 1, 0), joints=(
+        "free", "revolute", "spherical", "prismatic", "revolute"), armature=(False, True, False, False, True),
+        limited=(False,) * 5))
+    rng = np.random.default_rng(5)
+    q = random_configurations(model, jax.random.PRNGKey(2), B)
+    qd, x = (jnp.asarray(rng.normal(size=(B, model.nv))) for _ in range(2))
+    f_ext = jnp.asarray(rng.normal(size=(B, model.nbodies, 6)))
+
+    def loss(forward):
+        return lambda q, v, u, f: jnp.sum(jnp.sin(forward(q, v, u, f)))
+
+    fd_loss = loss(lambda *s: mbjax.aba(model, *s))
+    hessians = jax.jit(jax.vmap(jax.hessian(fd_loss, argnums=(1, 2))))(q, qd, x, f_ext)
+    reference = jax.jit(jax.vmap(jax.hessian(loss(lambda *s: _reference(model, *s)[2]), argnums=(1, 2))))(q, qd, x, f_ext)
+    for a, b in zip(jax.tree_util.tree_leaves(hessians), jax.tree_util.tree_leaves(reference)):
+        np.testing.assert_allclose(a, b, rtol=0, atol=1e-9 * np.abs(b).max())
+    k, h = 4, 1e-6
+    e = jnp.zeros(model.nv).at[2].set(h)
+    grad = jax.jit(jax.grad(fd_loss, argnums=(1, 2)))
+    fd = [(p - m) / (2 * h) for p, m in zip(grad(q[k], qd[k] + e, x[k], f_ext[k]), grad(q[k], qd[k] - e, x[k], f_ext[k]))]
+    for H, d in zip((hessians[0][0][k], hessians[1][0][k]), fd):  # d/dqd_2 of the gradient's two parts
+        np.testing.assert_allclose(H[:, 2], d, rtol=0, atol=1e-6 * np.abs(d).max())
+
+
 def test_float32_batch(model, states):
     q, qd, x, _ = states
     m32 = model.astype(jnp.float32)
