@@ -87,13 +87,6 @@ def difference_from(model: Model, q0, q1):
     return map_joints(model.topology, lambda g: g.joint.difference(rows(q0, g.q), rows(q1, g.q)), "v").astype(q0.dtype)
 
 
-def tangent_from(model: Model, q, dq):
-    """The velocity (nv,) of a change ``dq`` (nq,) of the configuration q: d/ds
-    ``difference(q, q + s dq)`` at s = 0, in closed form per joint (any dq, also off the
-    manifold; q need not be normalised)."""
-    return map_joints(model.topology, lambda g: g.joint.tangent(rows(q, g.q), rows(dq, g.q)), "v").astype(q.dtype)
-
-
 @filter_jit(one_state=True)
 def normalize(model: Model, q):
     """Project q onto the manifold: unit quaternions and unit (cos, sin) pairs."""

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from ..checks import checked, singular_accelerations
 from ..cholesky import spd_solve
 from ..compilation import jit
-from ..configuration import tangent_from
+from ..configuration import difference_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..tangents import instantiate, is_zero
@@ -62,15 +62,14 @@ def _aba_jvp(primals, tangents):
     once) computes it once and multiplies; vmapped, the accelerations come from the same kernel
     (:data:`_with_state_derivatives`). Along the model and ``f_ext`` it is the forward mode
     of RNEA's matrix form. A q tangent is mapped to the tangent space by the derivative of
-    :func:`mbjax.difference` (quaternions: the body-frame angular velocity), in closed form
-    (:func:`.configuration.tangent_from`).
+    :func:`mbjax.difference` (quaternions: the body-frame angular velocity).
     """
     model, q, qd, tau, f_ext = primals
     dmodel, dq, dqd, dtau, df = tangents
     qdd, dID_dq, dID_dqd, M = _with_state_derivatives(model, q, qd, tau, f_ext)
     rhs = jnp.zeros_like(qdd) if is_zero(dtau) else dtau
     if not is_zero(dq):
-        e = tangent_from(model, q, dq)
+        e = jax.jvp(lambda x: difference_from(model, q, x), (q,), (dq,))[1]
         rhs = rhs - dID_dq @ e
     if not is_zero(dqd):
         rhs = rhs - dID_dqd @ dqd

@@ -63,13 +63,6 @@ def _rotate_unit_complex(c, s, angle):
     return c * ca - s * sa, s * ca + c * sa
 
 
-def _angle_change(q, dq):
-    """d/ds of the angle from (c, s) to (c, s) + s (dc, ds) at s = 0 (the derivative of
-    atan2(c s1 - s c1, c c1 + s s1) there): (c ds - s dc) / (c^2 + s^2), from q (n, 2)."""
-    c, s = q[:, 0], q[:, 1]
-    return (c * dq[:, 1] - s * dq[:, 0]) / (c * c + s * s)
-
-
 class AbstractJoint:
     """Interface of a joint type. Subclasses are singletons; their methods are vectorised."""
 
@@ -121,11 +114,6 @@ class AbstractJoint:
     def rate(self, q, v):
         """dq/dt at a normalised q moving at velocity v: d/ds integrate(q, s v) at s = 0."""
         return jax.jvp(lambda dv: self.integrate(q, dv), (jnp.zeros_like(v),), (v,))[1]
-
-    def tangent(self, q, dq):
-        """The velocity of a change dq of q (any dq, q not necessarily normalised):
-        d/ds difference(q, q + s dq) at s = 0, the left inverse of :meth:`rate`."""
-        return dq
 
     def normalize(self, q):
         """Project q back onto the manifold (unit quaternions, unit complex numbers)."""
@@ -199,9 +187,6 @@ class Continuous(Revolute):
         c0, s0, c1, s1 = q0[:, 0], q0[:, 1], q1[:, 0], q1[:, 1]
         return jnp.arctan2(c0 * s1 - s0 * c1, c0 * c1 + s0 * s1)[:, None]
 
-    def tangent(self, q, dq):
-        return _angle_change(q, dq)[:, None]
-
 
 class Prismatic(AbstractJoint):
     name, nq, nv = "prismatic", 1, 1
@@ -251,10 +236,6 @@ class Spherical(AbstractJoint):
 
     def difference(self, q0, q1):
         return spatial.quat_log(spatial.quat_multiply(spatial.quat_conjugate(q0), q1))
-
-    def tangent(self, q, dq):
-        # quat_log's derivative at the real quaternion conj(q) q = |q|^2: 2 vec(.) / |q|^2
-        return 2.0 * spatial.quat_multiply(spatial.quat_conjugate(q), dq)[:, 1:] / jnp.sum(q * q, -1, keepdims=True)
 
 
 class Universal(AbstractJoint):
@@ -373,11 +354,6 @@ class Planar(AbstractJoint):
         vy = (-b * px + a * py) / det
         return jnp.stack([vx, vy, w], -1)
 
-    def tangent(self, q, dq):
-        # at q1 = q0: w = 0, (a, b) = (1, 0), so v = the displacement in frame 0
-        c, s = q[:, 2], q[:, 3]
-        return jnp.stack([c * dq[:, 0] + s * dq[:, 1], -s * dq[:, 0] + c * dq[:, 1], _angle_change(q[:, 2:], dq[:, 2:])], -1)
-
 
 class Free(AbstractJoint):
     """Six-DoF joint: q = (p, quaternion w, x, y, z), v = body-frame (linear, angular)."""
@@ -418,11 +394,6 @@ class Free(AbstractJoint):
         w = spatial.quat_log(rel)
         p = spatial.matvec(spatial.transpose(R0), q1[:, :3] - q0[:, :3])
         return spatial.se3_log(p, w)
-
-    def tangent(self, q, dq):
-        # se3_log's derivative at (p, w) = 0 is the identity
-        R = spatial.quat_to_rotation(q[:, 3:])
-        return jnp.concatenate([spatial.matvec(spatial.transpose(R), dq[:, :3]), SPHERICAL.tangent(q[:, 3:], dq[:, 3:])], -1)
 
 
 REVOLUTE, CONTINUOUS, PRISMATIC = Revolute(), Continuous(), Prismatic()
