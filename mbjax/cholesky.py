@@ -7,10 +7,14 @@ pool has threads, every thread waits for pieces queued behind the others and the
 (docs/errors.md, Troubleshooting): e.g. second derivatives of a vmapped ``aba``, whose
 differentiated solves are independent of each other. Here every batch, given as leading axes or
 made by ``jax.vmap``, is factored and solved in sub-batches below that work, one after another
-(``jax.lax.map``), which LAPACK runs on the calling thread: no call waits on the pool. Measured
-against one batched call (256 matrices, per matrix, medians): nv = 38 with 114 right-hand sides
-65 against 82 µs, 38 with 1: 8.0 against 7.6; nv = 18 with 54: 12.5 against 14.6; pinned to one
-core, where the pool has a single thread, equal within 3 % or faster (benchmarks/README.md).
+(``jax.lax.map``), which LAPACK runs on the calling thread: no call waits on the pool. What
+that costs (pinned to one core, µs per matrix, one batched call against sub-batches): the
+factors of 256 matrices, nv = 38 6.4 against 6.7, nv = 18 0.95 against 1.17; M^-1 of 128 (a
+chunk of the batched ``aba_derivatives``), nv = 38 21.3 against 24.6, nv = 18 4.1 against 4.2
+(benchmarks/README.md, session 44). A right-hand
+side that ``jax.vmap`` batches alone (a ``jax.jacfwd``'s tangents) is solved with its batch side
+by side, and by M^-1 and a product when the batch has more columns than M has rows: nv = 38 with
+114 tangents 58.6 against the batched LAPACK solve's 66.7.
 
 :func:`spd_solve` is ``jax.lax.custom_linear_solve`` around them: its derivatives (any order,
 forward and reverse) are solves with the same factor, never the derivative of the factorisation.
@@ -55,7 +59,8 @@ def _cholesky_vmap(axis_size, in_batched, A):
 
 @custom_vmap
 def cho_solve(L, B):
-    """X with L L^T X = B, for lower factors L (..., n, n) and B (..., n, k)."""
+    """X with L L^T X = B, for lower factors L (..., n, n) and B (..., n, k). Vmapped over B
+    alone: one solve with the batch's right-hand sides side by side (module docstring)."""
     n, k = B.shape[-2:]
     return _in_sub_batches(lambda l, b: jax.scipy.linalg.cho_solve((l, True), b), max(n * n * k, 1), L, B)
 
@@ -68,13 +73,26 @@ def _cho_solve_vmap(axis_size, in_batched, L, B):
         columns = columns.reshape(columns.shape[:-2] + (-1,))
         n = L.shape[-1]
         if columns.shape[-1] > n:  # more of them than the order: by the inverse and a product
-            X = cho_solve(L, jnp.broadcast_to(jnp.eye(n, dtype=L.dtype), L.shape)) @ columns
+            X = cho_inverse(L) @ columns
         else:
             X = cho_solve(L, columns)
         return jnp.moveaxis(X.reshape(B.shape[1:] + (axis_size,)), -1, 0), True
     if not B_batched:
         B = jnp.broadcast_to(B, (axis_size,) + B.shape)
     return cho_solve(L, B), True
+
+
+@custom_vmap
+def cho_inverse(L):
+    """A^-1 from the lower factor L (..., n, n) of A."""
+    n = L.shape[-1]
+    eye = jnp.eye(n, dtype=L.dtype)
+    return _in_sub_batches(lambda l: jax.scipy.linalg.cho_solve((l, True), eye), max(n ** 3, 1), L)
+
+
+@cho_inverse.def_vmap
+def _cho_inverse_vmap(axis_size, in_batched, L):
+    return cho_inverse(L), True
 
 
 def spd_solve(A, b):

@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from mbjax.cholesky import PARALLEL_WORK, cho_solve, cholesky, spd_solve
+from mbjax.cholesky import PARALLEL_WORK, cho_inverse, cho_solve, cholesky, spd_solve
 
 RNG = np.random.default_rng(7)
 
@@ -35,6 +35,9 @@ def test_factor_and_solve_match_numpy():
         np.testing.assert_allclose(out, x, rtol=0, atol=1e-13)
     v = spd_solve(A, b[..., 0])  # right-hand side vectors
     np.testing.assert_allclose(v, x[..., 0], rtol=0, atol=1e-13)
+    inverse = np.linalg.inv(np.asarray(A))
+    for out in (cho_inverse(L), jax.jit(jax.vmap(cho_inverse))(L)):
+        np.testing.assert_allclose(out, inverse, rtol=0, atol=1e-14)
 
 
 def test_one_factor_for_a_vmapped_right_hand_side():
