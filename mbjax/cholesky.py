@@ -46,15 +46,18 @@ def _in_sub_batches(fn, work, *xs):
     return out.reshape(lead + out.shape[1:])
 
 
-@custom_vmap
+def _vmapped_as_leading_axis(fn):
+    """``fn`` of one array (..., n, n) as a ``custom_vmap`` whose vmapped axis is one more of
+    its leading axes."""
+    fn = custom_vmap(fn)
+    fn.def_vmap(lambda axis_size, in_batched, x: (fn(x), True))
+    return fn
+
+
+@_vmapped_as_leading_axis
 def cholesky(A):
     """Lower Cholesky factor L of symmetric positive-definite A (..., n, n), A = L L^T."""
     return _in_sub_batches(jnp.linalg.cholesky, max(A.shape[-1] ** 3 // 3, 1), A)
-
-
-@cholesky.def_vmap
-def _cholesky_vmap(axis_size, in_batched, A):
-    return cholesky(A), True  # the vmapped axis is one more leading axis
 
 
 @custom_vmap
@@ -82,17 +85,12 @@ def _cho_solve_vmap(axis_size, in_batched, L, B):
     return cho_solve(L, B), True
 
 
-@custom_vmap
+@_vmapped_as_leading_axis
 def cho_inverse(L):
     """A^-1 from the lower factor L (..., n, n) of A."""
     n = L.shape[-1]
     eye = jnp.eye(n, dtype=L.dtype)
     return _in_sub_batches(lambda l: jax.scipy.linalg.cho_solve((l, True), eye), max(n ** 3, 1), L)
-
-
-@cho_inverse.def_vmap
-def _cho_inverse_vmap(axis_size, in_batched, L):
-    return cho_inverse(L), True
 
 
 def spd_solve(A, b):
