@@ -18,9 +18,13 @@ by side, and by M^-1 and a product when the batch has more columns than M has ro
 
 :func:`spd_solve` is ``jax.lax.custom_linear_solve`` around them: its derivatives (any order,
 forward and reverse) are solves with the same factor, never the derivative of the factorisation.
+:func:`cholesky`, :func:`cho_solve` and :func:`cho_inverse` themselves are not differentiable
+(their batching rules are JAX ``custom_vmap``\ s): differentiate :func:`spd_solve`.
 """
 
 from __future__ import annotations
+
+import math
 
 import jax
 import jax.numpy as jnp
@@ -37,7 +41,7 @@ def _in_sub_batches(fn, work, *xs):
     lead = xs[0].shape[:-2]
     if not lead:
         return fn(*xs)
-    xs = [x.reshape((-1,) + x.shape[-2:]) for x in xs]
+    xs = [x.reshape((math.prod(lead),) + x.shape[-2:]) for x in xs]
     size = max(1, (PARALLEL_WORK - 1) // work)
     if xs[0].shape[0] <= size:
         out = jax.vmap(fn)(*xs)

@@ -154,15 +154,18 @@ def test_second_derivatives_through_the_batched_path(small_chunks):
     def loss(forward):
         return lambda q, v, u, f: jnp.sum(jnp.sin(forward(q, v, u, f)))
 
-    fd_loss = loss(lambda *s: mbjax.aba(model, *s))
-    hessians = jax.jit(jax.vmap(jax.hessian(fd_loss, argnums=(1, 2))))(q, qd, x, f_ext)
+    mbjax_loss = loss(lambda *s: mbjax.aba(model, *s))
+    hessians = jax.jit(jax.vmap(jax.hessian(mbjax_loss, argnums=(1, 2))))(q, qd, x, f_ext)
     reference = jax.jit(jax.vmap(jax.hessian(loss(lambda *s: _reference(model, *s)[2]), argnums=(1, 2))))(q, qd, x, f_ext)
+    # two exact computations (level sweeps, matrix form): rounding, amplified by two solves with M
     for a, b in zip(jax.tree_util.tree_leaves(hessians), jax.tree_util.tree_leaves(reference)):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-9 * np.abs(b).max())
     k, h = 4, 1e-6
     e = jnp.zeros(model.nv).at[2].set(h)
-    grad = jax.jit(jax.grad(fd_loss, argnums=(1, 2)))
+    grad = jax.jit(jax.grad(mbjax_loss, argnums=(1, 2)))
     fd = [(p - m) / (2 * h) for p, m in zip(grad(q[k], qd[k] + e, x[k], f_ext[k]), grad(q[k], qd[k] - e, x[k], f_ext[k]))]
+    # central differences with h = 1e-6 of a gradient: truncation O(h^2), rounding O(eps / h) ~ 1e-10
+    # of the gradient's scale, which the Hessian's columns can be small against
     for H, d in zip((hessians[0][0][k], hessians[1][0][k]), fd):  # d/dqd_2 of the gradient's two parts
         np.testing.assert_allclose(H[:, 2], d, rtol=0, atol=1e-6 * np.abs(d).max())
 

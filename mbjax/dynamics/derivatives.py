@@ -42,7 +42,7 @@ import numpy as np
 
 from .. import spatial
 from ..checks import checked
-from ..cholesky import spd_solve
+from ..cholesky import cho_inverse, cholesky, spd_solve
 from ..compilation import jit
 from ..configuration import integrate_from
 from ..kinematics import tree_kinematics
@@ -215,8 +215,8 @@ def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
 
 
 def _aba_derivatives_one(model: Model, q, qd, tau, f_ext=None):
-    if model.topology.sweep is None:
-        return one_state(_aba_derivatives_kernel)(model, q, qd, tau, f_ext)
+    if model.topology.sweep is None:  # nothing moves
+        return (jnp.zeros((0, 0), tau.dtype),) * 3
     qdd, M = cholesky_dynamics(model, q, qd, tau, f_ext)
     dq, dv, _ = _rnea_derivatives_one(model, q, qd, qdd, f_ext)
     return _forward_blocks(M, dq, dv, one_solve=True)  # M's factor is the accelerations' (one Cholesky)
@@ -224,16 +224,18 @@ def _aba_derivatives_one(model: Model, q, qd, tau, f_ext=None):
 
 def _forward_blocks(M, dq, dv, one_solve: bool = False):
     """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) from M (states, if any, first) and dID (nv, nv, ...):
-    M^-1 by one solve, then two products (a batch: LAPACK solves one matrix at a time, slower
-    than the products); ``one_solve``: one solve with the three right-hand sides side by side."""
+    M^-1 from M's factor, then two products (a batch: LAPACK solves one matrix at a time, slower
+    than the products; not differentiable, as the batched kernel, whose derivatives are the
+    single state's, needs); ``one_solve``: one differentiable solve with the three right-hand
+    sides side by side."""
     lead = lambda x: jnp.moveaxis(x, (0, 1), (-2, -1))  # noqa: E731  (..., nv, nv) for LAPACK
     back = lambda x: jnp.moveaxis(x, (-2, -1), (0, 1))  # noqa: E731
     n = M.shape[-1]
-    eye = jnp.broadcast_to(jnp.eye(n, dtype=M.dtype), M.shape)
     if one_solve:
+        eye = jnp.broadcast_to(jnp.eye(n, dtype=M.dtype), M.shape)
         X = spd_solve(M, jnp.concatenate([-lead(dq), -lead(dv), eye], axis=-1))
         return back(X[..., :n]), back(X[..., n:2 * n]), back(X[..., 2 * n:])
-    Minv = spd_solve(M, eye)
+    Minv = cho_inverse(cholesky(M))
     return -back(Minv @ lead(dq)), -back(Minv @ lead(dv)), back(Minv)
 
 
