@@ -19,7 +19,7 @@ by side, and by M^-1 and a product when the batch has more columns than M has ro
 :func:`spd_solve` is ``jax.lax.custom_linear_solve`` around them: its derivatives (any order,
 forward and reverse) are solves with the same factor, never the derivative of the factorisation.
 :func:`cholesky`, :func:`cho_solve` and :func:`cho_inverse` themselves are not differentiable
-(their batching rules are JAX ``custom_vmap``\ s): differentiate :func:`spd_solve`.
+(their batching rules are JAX ``custom_vmap`` functions): differentiate :func:`spd_solve`.
 """
 
 from __future__ import annotations
