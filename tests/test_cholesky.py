@@ -22,7 +22,7 @@ def spd(*lead, n):
 N, BATCH = 40, 300
 
 
-def test_sub_batches_are_below_jaxlibs_threshold():
+def test_the_batch_is_large_enough_for_sub_batches():
     assert 300 * N ** 3 / 3 >= PARALLEL_WORK and 300 * N * N >= PARALLEL_WORK  # the case exercises them
 
 
