@@ -23,6 +23,8 @@ runs independent kernels of a program side by side) to one thread;
 ``--xla-ynn off`` disables XLA:CPU's YNNPACK fusions; ``--xla-loops hoisted`` (the default)
 adds mbjax's recommended loop flag (``mbjax.compilation.CPU_FLAGS``: while loops that access
 under 100 MB compiled into one kernel each), ``--xla-loops default`` keeps XLA's 1 KB;
+``--xla-scheduler memory`` (the default) adds mbjax's scheduler flag (XLA:CPU's memory-optimised
+scheduler for every program, where jaxlib has it), ``--xla-scheduler default`` keeps XLA's own;
 ``--malloc reuse`` (the default) applies mbjax's glibc settings that keep freed memory for the
 next large result (``mbjax.allocator``, part of ``mbjax.compilation.set_cpu_flags``), ``--malloc
 glibc`` runs with glibc's own.
@@ -61,6 +63,9 @@ NO_YNN_FLAG = "--xla_cpu_experimental_ynn_fusion_type="  # empty list: no YNNPAC
 #: XLA:CPU's small while loops up to 100 MB in one kernel: mbjax.compilation.CPU_FLAGS's backend
 #: option (checked against it in each run)
 LOOPS_FLAG = "--xla_backend_extra_options=xla_cpu_small_while_loop_byte_threshold=100000000"
+#: XLA:CPU's memory-optimised scheduler for every program: mbjax.compilation.CPU_FLAGS's, where jaxlib
+#: has the flag (0.10 on; checked against it in each run)
+SCHEDULER_FLAG = "--xla_cpu_scheduler_type=CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"
 CHILD_ENV = "MBJAX_BENCH_CHILD"
 
 
@@ -80,6 +85,10 @@ def parse_args(argv=None):
                    help=f"hoisted: XLA_FLAGS+={LOOPS_FLAG} (mbjax's recommended flags, "
                    "mbjax.compilation.set_cpu_flags); default: XLA's own threshold of 1 KB; results file gets a "
                    "'_loops1k' suffix")
+    p.add_argument("--xla-scheduler", choices=["memory", "default"], default="memory",
+                   help=f"memory: XLA_FLAGS+={SCHEDULER_FLAG} where jaxlib has it (0.10 on; mbjax's recommended "
+                   "flags, mbjax.compilation.set_cpu_flags: a user's plain jax.jit of one state runs its kernels on "
+                   "the calling thread); default: XLA's own scheduler; results file gets a '_sched-default' suffix")
     p.add_argument("--malloc", choices=["reuse", "glibc"], default="reuse",
                    help="reuse: mbjax.allocator.reuse_freed_memory() (mbjax's recommended settings, "
                    "mbjax.compilation.set_cpu_flags); glibc: glibc's own malloc settings (results above 32 MB are "
@@ -114,9 +123,19 @@ def _hostname():
     return "".join(c if c.isalnum() or c in "-_" else "-" for c in h) or "local"
 
 
-def xla_flags(threads: str, ynn: str, loops: str) -> str:
-    """The inherited XLA_FLAGS with the threading, YNN and loop flags set as asked."""
-    ours = ("--xla_cpu_multi_thread_eigen", "--xla_cpu_experimental_ynn_fusion_type", "--xla_backend_extra_options")
+def _jaxlib_at_least(version: tuple) -> bool:
+    """Whether the installed jaxlib is ``version`` or newer (read without importing it)."""
+    try:
+        from importlib.metadata import version as installed
+        return tuple(int(x) for x in installed("jaxlib").split(".")[:2]) >= version
+    except Exception:  # noqa: BLE001
+        return False
+
+
+def xla_flags(threads: str, ynn: str, loops: str, scheduler: str = "memory") -> str:
+    """The inherited XLA_FLAGS with the threading, YNN, loop and scheduler flags set as asked."""
+    ours = ("--xla_cpu_multi_thread_eigen", "--xla_cpu_experimental_ynn_fusion_type", "--xla_backend_extra_options",
+            "--xla_cpu_scheduler_type")
     flags = [f for f in os.environ.get("XLA_FLAGS", "").split() if not f.startswith(ours)]
     if threads != "default":
         flags.append(SINGLE_THREAD_FLAG)
@@ -124,6 +143,8 @@ def xla_flags(threads: str, ynn: str, loops: str) -> str:
         flags.append(NO_YNN_FLAG)
     if loops == "hoisted":
         flags.append(LOOPS_FLAG)
+    if scheduler == "memory" and _jaxlib_at_least((0, 10)):  # an unknown flag ends the process
+        flags.append(SCHEDULER_FLAG)
     return " ".join(flags)
 
 
@@ -161,7 +182,8 @@ def main(argv=None):
         for t in threads:
             for y in ynns:
                 for lp in loops:
-                    env = dict(os.environ, XLA_FLAGS=xla_flags(t, y, lp), **blas_env(t), **{CHILD_ENV: "1"})
+                    env = dict(os.environ, XLA_FLAGS=xla_flags(t, y, lp, args.xla_scheduler), **blas_env(t),
+                               **{CHILD_ENV: "1"})
                     for name in unset:
                         env.pop(name, None)
                     cmd = [sys.executable, str(Path(__file__).resolve()), *base, "--dtype", d, "--xla-threads", t,
@@ -202,7 +224,7 @@ def _strip(argv, options):
 
 def results_path(args, dtype, threads, ynn, loops) -> Path:
     suffix = ("_noynn" if ynn == "off" else "") + ("_loops1k" if loops == "default" else "") + (
-        "_glibc" if args.malloc == "glibc" else "")
+        "_sched-default" if args.xla_scheduler == "default" else "") + ("_glibc" if args.malloc == "glibc" else "")
     return Path(args.out_dir) / f"{args.host}_{dtype}_{threads}{suffix}.json"
 
 
@@ -237,7 +259,7 @@ def fmt_t(t):
 def run(args):
     if "jax" in sys.modules:
         raise RuntimeError("jax was imported before XLA_FLAGS could be set")
-    os.environ["XLA_FLAGS"] = xla_flags(args.xla_threads, args.xla_ynn, args.xla_loops)  # the driver set it already
+    os.environ["XLA_FLAGS"] = xla_flags(args.xla_threads, args.xla_ynn, args.xla_loops, args.xla_scheduler)  # as the driver
     for n in blas_env("one"):
         os.environ.pop(n, None)
     os.environ.update(blas_env(args.xla_threads))
@@ -261,6 +283,8 @@ def run(args):
 
     assert LOOPS_FLAG.split("=", 1)[1] == mbjax.compilation.CPU_FLAGS["xla_backend_extra_options"], \
         "LOOPS_FLAG is not mbjax.compilation.CPU_FLAGS's loop threshold"
+    assert SCHEDULER_FLAG in mbjax.compilation.flags_line() or not _jaxlib_at_least((0, 10)), \
+        "SCHEDULER_FLAG is not mbjax.compilation.CPU_FLAGS's scheduler"
     dtype = jnp.float64 if args.dtype == "float64" else jnp.float32
     # what mbjax.jit compiles with (mbjax.compilation): the "(mbjax.jit)" rows
     MBJAX_JIT = partial(jax.jit, compiler_options=mbjax.compilation.CPU_OPTIONS)
@@ -676,7 +700,8 @@ def metadata(args, jax, np, pin, mbjax):
             "jaxlib": jaxlib.__version__, "numpy": np.__version__, "pinocchio": pin.__version__,
             "mbjax": mbjax.__version__, "mbjax_commit": commit, "mbjax_dirty": dirty,
             "mbjax_source_sha256": src.hexdigest()[:16], "mbjax_path": str(Path(mbjax.__file__).resolve().parent), "dtype": args.dtype,
-            "xla_threads": args.xla_threads, "xla_ynn": args.xla_ynn, "xla_loops": args.xla_loops, "xla_flags": os.environ.get("XLA_FLAGS", ""),
+            "xla_threads": args.xla_threads, "xla_ynn": args.xla_ynn, "xla_loops": args.xla_loops,
+            "xla_scheduler": args.xla_scheduler, "xla_flags": os.environ.get("XLA_FLAGS", ""),
             "malloc": {n: v for n, v in os.environ.items() if n.startswith("MALLOC_")},
             "threads_env": {n: os.environ.get(n) for n in blas_env("one")},
             "jax_backend": jax.default_backend(), "args": {k: v for k, v in vars(args).items()},

@@ -138,10 +138,22 @@ def run_once_options() -> dict:
     return _probed(({"xla_backend_optimization_level": 0}, {"xla_llvm_disable_expensive_passes": True}, CLASSIC_EMITTERS))
 
 
-#: XLA_FLAGS for mbjax on CPUs (:func:`set_cpu_flags`): Eigen's own thread pool off, and every
-#: while loop that accesses less than 100 MB hoisted into one kernel (XLA's default: 1 KB)
+def _jaxlib_at_least(version: tuple) -> bool:
+    """Whether the installed jaxlib is ``version`` or newer (read without starting JAX)."""
+    try:
+        from importlib.metadata import version as installed
+        return tuple(int(x) for x in installed("jaxlib").split(".")[:2]) >= version
+    except Exception:  # noqa: BLE001 - no jaxlib's metadata, or a version string of another form
+        return False
+
+
+#: XLA_FLAGS for mbjax on CPUs (:func:`set_cpu_flags`): Eigen's own thread pool off, every
+#: while loop that accesses less than 100 MB hoisted into one kernel (XLA's default: 1 KB) and,
+#: where jaxlib has the flag (0.10 on: an unknown flag in XLA_FLAGS ends the process), the
+#: memory-optimised scheduler for every program, a user's plain ``jax.jit`` too
 CPU_FLAGS = {"xla_cpu_multi_thread_eigen": "false",
-             "xla_backend_extra_options": "xla_cpu_small_while_loop_byte_threshold=100000000"}
+             "xla_backend_extra_options": "xla_cpu_small_while_loop_byte_threshold=100000000",
+             **({"xla_cpu_scheduler_type": _SCHEDULER["xla_cpu_scheduler_type"]} if _jaxlib_at_least((0, 10)) else {})}
 
 
 def set_cpu_flags(environ=None, reuse_memory: bool = True) -> str:

@@ -6,6 +6,7 @@ import os
 
 import jax
 import jax.numpy as jnp
+import jaxlib
 import numpy as np
 import pytest
 
@@ -306,8 +307,12 @@ def test_cli_prints_the_flags(capsys):
     assert line == mbjax.compilation.flags_line() and "xla_cpu_small_while_loop_byte_threshold" in line
     # set_cpu_flags on an environment of its own: kept flags, and the loop option beside another one
     env = {"XLA_FLAGS": "--xla_cpu_multi_thread_eigen=true --xla_backend_extra_options=other=1"}
+    # the scheduler flag where jaxlib has it (an unknown flag in XLA_FLAGS ends the process)
+    scheduler = " --xla_cpu_scheduler_type=CPU_SCHEDULER_TYPE_MEMORY_OPTIMIZED"
+    assert (scheduler in f" {line}") == (tuple(map(int, jaxlib.__version__.split(".")[:2])) >= (0, 10))
     assert set_cpu_flags(env) == ("--xla_cpu_multi_thread_eigen=true --xla_backend_extra_options=other=1,"
-                                  "xla_cpu_small_while_loop_byte_threshold=100000000")
+                                  "xla_cpu_small_while_loop_byte_threshold=100000000"
+                                  + (scheduler if scheduler in f" {line}" else ""))
     assert set_cpu_flags(dict(env)) == set_cpu_flags(env)  # idempotent
 
 
