@@ -12,14 +12,15 @@ import jax.numpy as jnp
 
 from ..checks import checked, singular_accelerations
 from ..cholesky import spd_solve
-from ..compilation import jit
+from ..compilation import jit, loops_hoisted
 from ..configuration import difference_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..tangents import instantiate, is_zero
 from .articulated import aba_kernel
 from .crba import cholesky_dynamics
-from .derivatives import forward_derivatives_kernel, state_derivatives
+from ..fused import fused
+from .derivatives import FUSED_BELOW_NV, forward_derivatives_kernel, state_derivatives
 from .levels import batch_rule, routed
 from .rnea import rnea_from
 
@@ -42,8 +43,12 @@ def aba_from(model: Model, q, qd, tau, f_ext=None):
 
 
 def _accelerations_and_state_derivatives(model: Model, q, qd, tau, f_ext=None):
-    qdd = aba_from(model, q, qd, tau, f_ext)
-    return (qdd,) + state_derivatives(model, q, qd, qdd, f_ext)
+    """One state: qdd and M through the mass matrix, whose factor the rule's solve shares (one
+    Cholesky factorisation in the program, XLA merging the two), and the state derivatives."""
+    if model.topology.sweep is None:  # nothing moves
+        return (jnp.zeros_like(tau),) + state_derivatives(model, q, qd, tau, f_ext)
+    qdd, M = cholesky_dynamics(model, q, qd, tau, f_ext)
+    return (qdd,) + state_derivatives(model, q, qd, qdd, f_ext)[:2] + (M,)
 
 
 #: (qdd, dID/dq, dID/dqd, M) under torques tau: vmapped, one kernel whose derivative sweeps
@@ -66,7 +71,8 @@ def _aba_jvp(primals, tangents):
     """
     model, q, qd, tau, f_ext = primals
     dmodel, dq, dqd, dtau, df = tangents
-    qdd, dID_dq, dID_dqd, M = _with_state_derivatives(model, q, qd, tau, f_ext)
+    state = fused(_with_state_derivatives) if loops_hoisted() and model.nv < FUSED_BELOW_NV else _with_state_derivatives
+    qdd, dID_dq, dID_dqd, M = state(model, q, qd, tau, f_ext)
     rhs = jnp.zeros_like(qdd) if is_zero(dtau) else dtau
     if not is_zero(dq):
         e = jax.jvp(lambda x: difference_from(model, q, x), (q,), (dq,))[1]
