@@ -177,6 +177,15 @@ def set_cpu_flags(environ=None, reuse_memory: bool = True) -> str:
       ``aba`` ran 25-43 %, ``rnea`` 20-30 %, ``crba`` 20-40 % faster on ur5 to talos_reduced
       (benchmarks/README.md, session 38). The option is not a compiler option JAX can pass per
       program (it is a map of XLA's backend options), hence a flag for the whole process.
+    - XLA:CPU's memory-optimised scheduler for every program (jaxlib 0.10 on), as mbjax's own
+      programs have it (:func:`cpu_options`): a user's plain ``jax.jit`` of one state, whose
+      kernels XLA's default scheduler hands to its thread pool, runs them on the calling thread.
+      Interleaved in one process (session 45, the model an argument of a plain ``jax.jit``):
+      ``jax.jacfwd`` of ``aba`` on ur5 121 -> 49 µs, panda 123 -> 57, solo12 175 -> 96,
+      talos_reduced 280 -> 229; a gradient of a loss through ``aba`` 0.38-0.44x on ur5, panda and
+      solo12; ``aba_derivatives`` of talos_reduced 168 -> 122; the fused entry points and batches
+      the same within noise (batched ``jax.jacfwd`` of solo12 1.13-1.15x, of talos_reduced
+      0.77-0.94x).
     - Freed memory reused (``reuse_memory``): a result above 32 MB (talos_reduced's mass
       matrices at B = 4096) is no longer fresh pages on every call; batched ``crba`` there 2.6-3.3x
       faster (:mod:`mbjax.allocator`, session 42).
