@@ -97,11 +97,18 @@ def cho_inverse(L):
     return _in_sub_batches(lambda l: jax.scipy.linalg.cho_solve((l, True), eye), max(n ** 3, 1), L)
 
 
-def spd_solve(A, b):
+def spd_solve(A, b, inverse=None):
     """A^-1 b for symmetric positive-definite A (..., n, n) and b (..., n) or (..., n, k), by
-    Cholesky; differentiable in A and b, each derivative a solve with the same factor."""
+    Cholesky; differentiable in A and b, each derivative a solve with the same factor.
+    ``inverse``: A^-1, where the caller has it (not differentiated): the solves are then
+    products with it."""
     vector = b.ndim == A.ndim - 1
     B = b[..., None] if vector else b
-    L = cholesky(jax.lax.stop_gradient(A))
-    X = jax.lax.custom_linear_solve(lambda x: A @ x, B, lambda _, r: cho_solve(L, r), symmetric=True)
+    if inverse is None:
+        L = cholesky(jax.lax.stop_gradient(A))
+        solve = lambda _, r: cho_solve(L, r)  # noqa: E731
+    else:
+        inverse = jax.lax.stop_gradient(inverse)
+        solve = lambda _, r: inverse @ r  # noqa: E731
+    X = jax.lax.custom_linear_solve(lambda x: A @ x, B, solve, symmetric=True)
     return X[..., 0] if vector else X

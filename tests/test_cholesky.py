@@ -50,10 +50,12 @@ def test_one_factor_for_a_vmapped_right_hand_side():
     np.testing.assert_allclose(J, np.linalg.inv(np.asarray(A)), rtol=0, atol=1e-13)
 
 
+@pytest.mark.parametrize("with_inverse", [False, True], ids=["factor", "inverse"])
 @pytest.mark.parametrize("order", ["grad", "jacfwd", "hessian", "jacfwd(jacrev)"])
-def test_derivatives_match_dense_solve(order):
+def test_derivatives_match_dense_solve(order, with_inverse):
     """Derivatives with respect to the matrix and the right-hand side, vmapped over a batch
-    large enough for sub-batches, equal those of jnp.linalg.solve."""
+    large enough for sub-batches, equal those of jnp.linalg.solve; also with A^-1 given (its
+    products are the solves, differentiated through A alone)."""
     n = 9
 
     def loss(solve):
@@ -65,7 +67,8 @@ def test_derivatives_match_dense_solve(order):
     transform = {"grad": jax.grad, "jacfwd": jax.jacfwd, "hessian": jax.hessian,
                  "jacfwd(jacrev)": lambda f, **kw: jax.jacfwd(jax.jacrev(f, **kw), **kw)}[order]
     X, b = jnp.asarray(RNG.standard_normal((BATCH, n, n))), jnp.asarray(RNG.standard_normal((BATCH, n)))
-    got = jax.jit(jax.vmap(transform(loss(spd_solve), argnums=(0, 1))))(X, b)
+    solve = (lambda A, b: spd_solve(A, b, inverse=jnp.linalg.inv(A))) if with_inverse else spd_solve
+    got = jax.jit(jax.vmap(transform(loss(solve), argnums=(0, 1))))(X, b)
     ref = jax.jit(jax.vmap(transform(loss(jnp.linalg.solve), argnums=(0, 1))))(X, b)
     for g, r in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):
         np.testing.assert_allclose(g, r, rtol=1e-10, atol=1e-12)

@@ -3,6 +3,7 @@ values as a plain jax.jit, called from Python and inside every transformation (J
 compiler options on a nested jit, so they must fall back to a plain one there)."""
 
 import os
+from pathlib import Path
 
 import jax
 import jax.numpy as jnp
@@ -399,6 +400,52 @@ def test_user_jit_fused_with_the_loop_flag(tmp_path):
     assert sorted(hoisted) == sorted(default)
     for key in default:  # the same values to rounding (products as matrix-vector products, constants folded)
         np.testing.assert_allclose(hoisted[key], default[key], rtol=1e-11, atol=1e-11, err_msg=key)
+
+
+def test_derivative_rule_fused_with_the_loop_flag(tmp_path):
+    """With mbjax's flags, aba's derivative rule computes one state's primal part (accelerations,
+    state derivatives, M and M^-1) as one function for a model under FUSED_BELOW_NV coordinates:
+    no LAPACK call left in a jax.jacfwd, and the Jacobians (q tangent, qd, tau, f_ext), a
+    gradient, a Hessian (the rule differentiated again) and a vmapped Jacobian equal those
+    without the flags, in fresh processes; a free base, and a universal joint (the forward-mode
+    state derivatives)."""
+    out = _hoisted_and_default(
+        f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
+        "from random_models import TreeSpec, build_model\n"
+        "from mbjax.compilation import set_cpu_flags\n"
+        "from mbjax.dynamics.derivatives import FUSED_BELOW_NV\n"
+        "if sys.argv[1] == 'hoisted':\n"
+        "    set_cpu_flags()\n"
+        "out = {}\n"
+        "for name, parents, joints in (('free', (-1, 0, 1, 1), ('free', 'revolute', 'spherical', 'prismatic')),\n"
+        "                              ('universal', (-1, 0, 1), ('revolute', 'universal', 'revolute'))):\n"
+        "    model = build_model(TreeSpec(parents=parents, joints=joints, armature=(True,) * len(joints),\n"
+        "                                 limited=(False,) * len(joints), frames=(), seed=4))\n"
+        "    assert model.nv < FUSED_BELOW_NV\n"
+        "    q = mbjax.random_configuration(model, jax.random.PRNGKey(1))\n"
+        "    v, t = np.linspace(-1, 1, model.nv), np.linspace(2, -3, model.nv)\n"
+        "    f_ext = np.linspace(-1, 1, model.nbodies * 6).reshape(model.nbodies, 6)\n"
+        "    def fd(dq, v, t, f):\n"
+        "        return mbjax.aba(model, mbjax.integrate(model, q, dq), v, t, f)\n"
+        "    jac = jax.jit(jax.jacfwd(fd, argnums=(0, 1, 2, 3)))\n"
+        "    text = jac.lower(np.zeros(model.nv), v, t, f_ext).compile().as_text()\n"
+        "    print(name, text.count('lapack') > 0)\n"
+        "    for i, x in enumerate(jac(np.zeros(model.nv), v, t, f_ext)):\n"
+        "        out[f'{name}_jac{i}'] = x\n"
+        "    loss = lambda v, t: jax.numpy.sum(jax.numpy.sin(mbjax.aba(model, q, v, t)))\n"
+        "    out[f'{name}_grad'] = jax.jit(jax.grad(loss))(v, t)\n"
+        "    out[f'{name}_hessian'] = jax.jit(jax.hessian(loss))(v, t)\n"
+        "    qs = jax.vmap(lambda k: mbjax.random_configuration(model, k))(jax.random.split(jax.random.PRNGKey(2), 3))\n"
+        "    out[f'{name}_vmap'] = jax.jit(jax.vmap(jax.jacfwd(lambda q, v: mbjax.aba(model, q, v, t), argnums=1),\n"
+        "                                           in_axes=(0, None)))(qs, v)\n"
+        "np.savez(sys.argv[2], **{k: np.asarray(x) for k, x in out.items()})\n", tmp_path, "npz")
+    assert out["hoisted"] == ["free False", "universal False"]  # the primal part fused, its solve a product
+    assert out["default"] == ["free True", "universal True"]
+    hoisted, default = np.load(tmp_path / "hoisted.npz"), np.load(tmp_path / "default.npz")
+    assert sorted(hoisted) == sorted(default)
+    for key in default:  # the same values to rounding (a Cholesky factor and M^-1 written out)
+        np.testing.assert_allclose(hoisted[key], default[key], rtol=1e-10, atol=1e-10 * np.abs(default[key]).max(),
+                                   err_msg=key)
 
 
 @pytest.mark.parametrize("dims, shapes", [

@@ -11,7 +11,7 @@ import jax
 import jax.numpy as jnp
 
 from ..checks import checked, singular_accelerations
-from ..cholesky import spd_solve
+from ..cholesky import cho_inverse, cholesky, spd_solve
 from ..compilation import jit, loops_hoisted
 from ..configuration import difference_from
 from ..kinematics import tree_kinematics
@@ -57,6 +57,12 @@ def _accelerations_and_state_derivatives(model: Model, q, qd, tau, f_ext=None):
 _with_state_derivatives = routed(forward_derivatives_kernel, _accelerations_and_state_derivatives)
 
 
+def _with_inverse(model: Model, q, qd, tau, f_ext=None):
+    """:data:`_with_state_derivatives` and M^-1 (not differentiated), for one fused function."""
+    qdd, dID_dq, dID_dqd, M = _with_state_derivatives(model, q, qd, tau, f_ext)
+    return qdd, dID_dq, dID_dqd, M, jax.lax.stop_gradient(cho_inverse(cholesky(jax.lax.stop_gradient(M))))
+
+
 def _aba_jvp(primals, tangents):
     """Derivative of forward dynamics through inverse dynamics (Carpentier & Mansard 2018).
 
@@ -66,16 +72,19 @@ def _aba_jvp(primals, tangents):
     (which also gives M): it depends on the primals only, so ``jax.jacfwd`` (nv tangents at
     once) computes it once and multiplies; vmapped, the accelerations come from the same kernel
     (:data:`_with_state_derivatives`); for one state of a model under ``FUSED_BELOW_NV``
-    coordinates, with mbjax's flags, that part is one function (:func:`mbjax.fused.fused`:
-    ``jax.jacfwd`` of ur5's ``aba`` in a plain ``jax.jit`` 139 -> 35 kernels, 49-54 -> 39-41 µs,
-    a gradient through it 43-45 -> 31-33 µs; session 45). Along the model and ``f_ext`` it is the forward mode
+    coordinates, with mbjax's flags, that part and M^-1 are one function (:func:`mbjax.fused.fused`),
+    the solve a product with M^-1: ``jax.jacfwd`` of ur5's ``aba`` in a plain ``jax.jit`` 139 ->
+    35 kernels and no LAPACK call, 49-54 -> 35 µs, a gradient through it 43-45 -> 29 µs (session
+    45). Along the model and ``f_ext`` it is the forward mode
     of RNEA's matrix form. A q tangent is mapped to the tangent space by the derivative of
     :func:`mbjax.difference` (quaternions: the body-frame angular velocity).
     """
     model, q, qd, tau, f_ext = primals
     dmodel, dq, dqd, dtau, df = tangents
-    state = fused(_with_state_derivatives) if loops_hoisted() and model.nv < FUSED_BELOW_NV else _with_state_derivatives
-    qdd, dID_dq, dID_dqd, M = state(model, q, qd, tau, f_ext)
+    if loops_hoisted() and model.nv < FUSED_BELOW_NV:
+        qdd, dID_dq, dID_dqd, M, M_inv = fused(_with_inverse)(model, q, qd, tau, f_ext)
+    else:
+        (qdd, dID_dq, dID_dqd, M), M_inv = _with_state_derivatives(model, q, qd, tau, f_ext), None
     rhs = jnp.zeros_like(qdd) if is_zero(dtau) else dtau
     if not is_zero(dq):
         e = jax.jvp(lambda x: difference_from(model, q, x), (q,), (dq,))[1]
@@ -87,7 +96,7 @@ def _aba_jvp(primals, tangents):
             return rnea_from(m, tree_kinematics(m, q), q, qd, qdd, f)
 
         rhs = rhs - jax.jvp(inverse_dynamics, (model, f_ext), (instantiate(dmodel), instantiate(df)))[1]
-    return qdd, spd_solve(M, rhs)
+    return qdd, spd_solve(M, rhs, inverse=M_inv)
 
 
 aba_from.defjvp(_aba_jvp, symbolic_zeros=True)
