@@ -14,12 +14,12 @@ from ..checks import checked, singular_accelerations
 from ..cholesky import cho_inverse, cholesky, spd_solve
 from ..compilation import jit, loops_hoisted
 from ..configuration import difference_from
+from ..fused import fused
 from ..kinematics import tree_kinematics
 from ..model.model import Model
 from ..tangents import instantiate, is_zero
 from .articulated import aba_kernel
 from .crba import cholesky_dynamics
-from ..fused import fused
 from .derivatives import FUSED_BELOW_NV, forward_derivatives_kernel, state_derivatives
 from .levels import batch_rule, routed
 from .rnea import rnea_from
