@@ -406,9 +406,9 @@ def test_derivative_rule_fused_with_the_loop_flag(tmp_path):
     """With mbjax's flags, aba's derivative rule computes one state's primal part (accelerations,
     state derivatives, M and M^-1) as one function for a model under FUSED_BELOW_NV coordinates:
     no LAPACK call left in a jax.jacfwd, and the Jacobians (q tangent, qd, tau, f_ext), a
-    gradient, a Hessian (the rule differentiated again) and a vmapped Jacobian equal those
-    without the flags, in fresh processes; a free base, and a universal joint (the forward-mode
-    state derivatives)."""
+    gradient (also with respect to every model parameter), a Hessian (the rule differentiated
+    again) and a vmapped Jacobian equal those without the flags, in fresh processes (a free
+    base, a revolute, a spherical and a prismatic joint)."""
     out = _hoisted_and_default(
         f"sys.path.insert(0, {str(Path(__file__).parent)!r})\n"
         "from random_models import TreeSpec, build_model\n"
@@ -417,8 +417,7 @@ def test_derivative_rule_fused_with_the_loop_flag(tmp_path):
         "if sys.argv[1] == 'hoisted':\n"
         "    set_cpu_flags()\n"
         "out = {}\n"
-        "for name, parents, joints in (('free', (-1, 0, 1, 1), ('free', 'revolute', 'spherical', 'prismatic')),\n"
-        "                              ('universal', (-1, 0, 1), ('revolute', 'universal', 'revolute'))):\n"
+        "for name, parents, joints in (('tree', (-1, 0, 1, 1), ('free', 'revolute', 'spherical', 'prismatic')),):\n"
         "    model = build_model(TreeSpec(parents=parents, joints=joints, armature=(True,) * len(joints),\n"
         "                                 limited=(False,) * len(joints), frames=(), seed=4))\n"
         "    assert model.nv < FUSED_BELOW_NV\n"
@@ -435,12 +434,15 @@ def test_derivative_rule_fused_with_the_loop_flag(tmp_path):
         "    loss = lambda v, t: jax.numpy.sum(jax.numpy.sin(mbjax.aba(model, q, v, t)))\n"
         "    out[f'{name}_grad'] = jax.jit(jax.grad(loss))(v, t)\n"
         "    out[f'{name}_hessian'] = jax.jit(jax.hessian(loss))(v, t)\n"
+        "    g = jax.jit(jax.grad(lambda m: jax.numpy.sum(jax.numpy.sin(mbjax.aba(m, q, v, t)))))(model)\n"
+        "    out[f'{name}_model'] = np.concatenate([np.ravel(x) for x in jax.tree_util.tree_leaves(g)\n"
+        "                                           if np.issubdtype(np.asarray(x).dtype, np.floating)])\n"
         "    qs = jax.vmap(lambda k: mbjax.random_configuration(model, k))(jax.random.split(jax.random.PRNGKey(2), 3))\n"
         "    out[f'{name}_vmap'] = jax.jit(jax.vmap(jax.jacfwd(lambda q, v: mbjax.aba(model, q, v, t), argnums=1),\n"
         "                                           in_axes=(0, None)))(qs, v)\n"
         "np.savez(sys.argv[2], **{k: np.asarray(x) for k, x in out.items()})\n", tmp_path, "npz")
-    assert out["hoisted"] == ["free False", "universal False"]  # the primal part fused, its solve a product
-    assert out["default"] == ["free True", "universal True"]
+    assert out["hoisted"] == ["tree False"]  # the primal part fused, its solve a product
+    assert out["default"] == ["tree True"]
     hoisted, default = np.load(tmp_path / "hoisted.npz"), np.load(tmp_path / "default.npz")
     assert sorted(hoisted) == sorted(default)
     for key in default:  # the same values to rounding (a Cholesky factor and M^-1 written out)
