@@ -283,7 +283,7 @@ def run(args):
 
     assert LOOPS_FLAG.split("=", 1)[1] == mbjax.compilation.CPU_FLAGS["xla_backend_extra_options"], \
         "LOOPS_FLAG is not mbjax.compilation.CPU_FLAGS's loop threshold"
-    assert SCHEDULER_FLAG in mbjax.compilation.flags_line() or not _jaxlib_at_least((0, 10)), \
+    assert args.xla_scheduler == "default" or SCHEDULER_FLAG in mbjax.compilation.flags_line() or not _jaxlib_at_least((0, 10)), \
         "SCHEDULER_FLAG is not mbjax.compilation.CPU_FLAGS's scheduler"
     dtype = jnp.float64 if args.dtype == "float64" else jnp.float32
     # what mbjax.jit compiles with (mbjax.compilation): the "(mbjax.jit)" rows
