@@ -60,7 +60,7 @@ _with_state_derivatives = routed(forward_derivatives_kernel, _accelerations_and_
 def _with_inverse(model: Model, q, qd, tau, f_ext=None):
     """:data:`_with_state_derivatives` and M^-1 (not differentiated), for one fused function."""
     qdd, dID_dq, dID_dqd, M = _with_state_derivatives(model, q, qd, tau, f_ext)
-    return qdd, dID_dq, dID_dqd, M, jax.lax.stop_gradient(cho_inverse(cholesky(jax.lax.stop_gradient(M))))
+    return qdd, dID_dq, dID_dqd, M, cho_inverse(cholesky(jax.lax.stop_gradient(M)))
 
 
 def _aba_jvp(primals, tangents):
@@ -81,6 +81,8 @@ def _aba_jvp(primals, tangents):
     """
     model, q, qd, tau, f_ext = primals
     dmodel, dq, dqd, dtau, df = tangents
+    # loops_hoisted, not one_function: under jax.jacfwd the tangents are vmapped but the primals
+    # are not; a vmap over the states reaches the plain function through fused's batching rule
     if loops_hoisted() and model.nv < FUSED_BELOW_NV:
         qdd, dID_dq, dID_dqd, M, M_inv = fused(_with_inverse)(model, q, qd, tau, f_ext)
     else:
