@@ -77,7 +77,7 @@ def _cho_solve_vmap(axis_size, in_batched, L, B):
     L_batched, B_batched = in_batched
     if not L_batched:  # one factor for the whole batch: its right-hand sides side by side
         columns = jnp.moveaxis(B, 0, -1)  # (..., n, k, batch)
-        columns = columns.reshape(columns.shape[:-2] + (-1,))
+        columns = columns.reshape(columns.shape[:-2] + (columns.shape[-2] * axis_size,))  # sizes given: n may be 0
         n = L.shape[-1]
         if columns.shape[-1] > n:  # more of them than the order: by the inverse and a product
             X = cho_inverse(L) @ columns

@@ -134,3 +134,8 @@ def test_fixed_only_model_loads_and_has_no_dofs():
     R, p = mbjax.frame_placements(model, jnp.zeros(0))
     np.testing.assert_allclose(p[model.frame_index("tool")], [0, 0, 1])
     assert mbjax.aba(model, jnp.zeros(0), jnp.zeros(0), jnp.zeros(0)).shape == (0,)
+    # derivatives of nothing are empty too (a jacfwd's solve once divided by the zero order)
+    z = jnp.zeros(0)
+    assert jax.jacfwd(lambda v: mbjax.aba(model, z, v, z))(z).shape == (0, 0)
+    assert jax.grad(lambda v: jnp.sum(mbjax.aba(model, z, v, z)))(z).shape == (0,)
+    assert jax.vmap(jax.jacfwd(lambda v: mbjax.aba(model, z, v, z)))(jnp.zeros((3, 0))).shape == (3, 0, 0)
