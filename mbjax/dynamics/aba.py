@@ -43,24 +43,20 @@ def aba_from(model: Model, q, qd, tau, f_ext=None):
 
 
 def _accelerations_and_state_derivatives(model: Model, q, qd, tau, f_ext=None):
-    """One state: qdd and M through the mass matrix, whose factor the rule's solve shares (one
-    Cholesky factorisation in the program, XLA merging the two), and the state derivatives."""
+    """One state: qdd and M through the mass matrix, whose factor also gives M^-1 (not
+    differentiated), and the state derivatives."""
     if model.topology.sweep is None:  # nothing moves
-        return (jnp.zeros_like(tau),) + state_derivatives(model, q, qd, tau, f_ext)
+        dID_dq, dID_dqd, M = state_derivatives(model, q, qd, tau, f_ext)
+        return jnp.zeros_like(tau), dID_dq, dID_dqd, M, M
     qdd, M = cholesky_dynamics(model, q, qd, tau, f_ext)
-    return (qdd,) + state_derivatives(model, q, qd, qdd, f_ext)[:2] + (M,)
+    M_inv = cho_inverse(cholesky(jax.lax.stop_gradient(M)))
+    return (qdd,) + state_derivatives(model, q, qd, qdd, f_ext)[:2] + (M, M_inv)
 
 
-#: (qdd, dID/dq, dID/dqd, M) under torques tau: vmapped, one kernel whose derivative sweeps
-#: also run the ABA's accelerations (:func:`.derivatives.forward_derivatives_kernel`) instead of
-#: a batched ABA and then the derivatives' kernel
+#: (qdd, dID/dq, dID/dqd, M, M^-1) under torques tau: vmapped, one kernel whose derivative
+#: sweeps also run the ABA's accelerations and M^-1 (:func:`.derivatives.forward_derivatives_kernel`)
+#: instead of a batched ABA, the derivatives' kernel and a batched factorisation
 _with_state_derivatives = routed(forward_derivatives_kernel, _accelerations_and_state_derivatives)
-
-
-def _with_inverse(model: Model, q, qd, tau, f_ext=None):
-    """:data:`_with_state_derivatives` and M^-1 (not differentiated), for one fused function."""
-    qdd, dID_dq, dID_dqd, M = _with_state_derivatives(model, q, qd, tau, f_ext)
-    return qdd, dID_dq, dID_dqd, M, cho_inverse(cholesky(jax.lax.stop_gradient(M)))
 
 
 def _aba_jvp(primals, tangents):
@@ -83,10 +79,8 @@ def _aba_jvp(primals, tangents):
     dmodel, dq, dqd, dtau, df = tangents
     # loops_hoisted, not one_function: under jax.jacfwd the tangents are vmapped but the primals
     # are not; a vmap over the states reaches the plain function through fused's batching rule
-    if loops_hoisted() and model.nv < FUSED_BELOW_NV:
-        qdd, dID_dq, dID_dqd, M, M_inv = fused(_with_inverse)(model, q, qd, tau, f_ext)
-    else:
-        (qdd, dID_dq, dID_dqd, M), M_inv = _with_state_derivatives(model, q, qd, tau, f_ext), None
+    one = fused(_with_state_derivatives) if loops_hoisted() and model.nv < FUSED_BELOW_NV else _with_state_derivatives
+    qdd, dID_dq, dID_dqd, M, M_inv = one(model, q, qd, tau, f_ext)
     rhs = jnp.zeros_like(qdd) if is_zero(dtau) else dtau
     if not is_zero(dq):
         e = jax.jvp(lambda x: difference_from(model, q, x), (q,), (dq,))[1]

@@ -6,6 +6,12 @@ add to their parent's without a change of frame, and run level by level over the
 accelerations. Joints with several coordinates are handled with their full (w x w)
 ``D = S^T I^A S``; rows of shorter joints in a level are padded with zero motion and ``D = 1``
 so that they produce exactly zero.
+
+M^-1 is the ABA of the nv unit torques at zero velocity and without gravity (the recursion of
+Carpentier, "Analytical inverse of the joint space inertia matrix", 2018, there restricted to one
+triangle): with the same U and D, the unit torques' bias forces F (6 x nv per body) pass leaves
+to root and their accelerations P root to leaves, all nv columns at once (:func:`unit_torques`,
+:func:`unit_accelerations`).
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ import jax.numpy as jnp
 from ..model.model import Model
 from .bodies import gravity_acceleration
 from .levels import (T, coordinates, dot, gather, inertia_matrix, joints, level_bodies, mv, parent_rows,
-                     spd_inverse, sweep_down, sweep_up, symmetric_outer, to_parents)
+                     spd_inverse, sweep_down, sweep_up, symmetric_outer, to_parents, total)
 
 
 def _project(IA, pA, S, tau, diagonal):
@@ -52,9 +58,30 @@ def accelerate(a_parent, c, S, U, Dinv, u):
     return qdd, a1 + mv(T(S), qdd)
 
 
-def articulated_inertias(model: Model, b0, rest, tau):
+def unit_torques(F, S, U, Dinv, dofs):
+    """The unit torques' pass leaves to root at one level: with F (W, nv, 6, C) the bias forces
+    that the children pass (column j: unit torque on coordinate j), u = E - S^T F (E: the
+    level's own unit torques), the rows D^-1 u (W, w, nv, C) of M^-1 before the parents'
+    accelerations, and what the body passes on, F + U D^-1 u."""
+    nv = F.shape[1]
+    E = (dofs[:, :, None] == jnp.arange(nv)).astype(F.dtype)[..., None]  # padding coordinates (nv): no row
+    u = E - total(S[:, :, None] * F[:, None], -2)  # (W, w, nv, C)
+    rows = total(Dinv[:, :, :, None] * u[:, None], 2)
+    return F + total(U[:, :, None] * rows[..., None, :], 1), rows
+
+
+def unit_accelerations(P_parent, S, U, Dinv, rows):
+    """The unit torques' pass root to leaves at one level: the rows of M^-1, D^-1 u - D^-1 U^T
+    P' (RBDA Table 7.1's qdd with a' = P', the parents' accelerations (W, nv, 6, C)), and the
+    bodies' accelerations P = P' + S qdd."""
+    rows = rows - total(Dinv[:, :, :, None] * total(U[:, :, None] * P_parent[:, None], -2)[:, None], 2)
+    return rows, P_parent + total(S[:, :, None] * rows[..., None, :], 1)
+
+
+def articulated_inertias(model: Model, b0, rest, tau, inverse: bool = False):
     """The ABA's pass leaves to root over the body terms of :func:`.levels.level_bodies`:
-    (U, D^-1, u) of the root level, and of the other levels stacked per segment."""
+    (U, D^-1, u) of the root level, and of the other levels stacked per segment; with
+    ``inverse``, each with the rows of M^-1 of :func:`unit_torques` after them."""
     sw = model.topology.sweep
     C, dtype = tau.shape[-1], tau.dtype
     tau, arm = jnp.pad(tau, ((0, 1), (0, 0))), jnp.pad(model.armature, (0, 1))[:, None]
@@ -63,19 +90,27 @@ def articulated_inertias(model: Model, b0, rest, tau):
     def diagonal(level):  # D's added diagonal (armature, 1 for padding), taken once per call
         return arm[level.dofs] + jnp.asarray(level.pad, dtype)[..., None]
 
-    def backward(acc, inertia, pA, c, S, dofs, diagonal, P):  # the carry: what the children pass to each slot
+    def level(acc, inertia, pA, c, S, dofs, diagonal):
         # the body's 6 x 6 inertia built here, where XLA fuses it into the sum (not stored per level)
         IA, pA = inertia_matrix(*inertia) + acc[0], pA + acc[1]
         U, Dinv, u = _project(IA, pA, S, gather(tau, dofs), diagonal)
-        Ia, pa = _articulated(IA, pA, c, U, Dinv, u)
-        return (to_parents(P, Ia), to_parents(P, pa)), (U, Dinv, u)
+        if not inverse:
+            return _articulated(IA, pA, c, U, Dinv, u), (U, Dinv, u)
+        F, rows = unit_torques(acc[2], S, U, Dinv, dofs)
+        return _articulated(IA, pA, c, U, Dinv, u) + (F,), (U, Dinv, u, rows)
 
-    zero = lambda W: (jnp.zeros((W, 6, 6, C), dtype), jnp.zeros((W, 6, C), dtype))  # noqa: E731
+    def backward(acc, *inputs):  # the carry: what the children pass to each slot
+        passed, terms = level(acc, *inputs[:-1])
+        return tuple(to_parents(inputs[-1], x) for x in passed), terms
+
+    def zero(W):
+        z = (jnp.zeros((W, 6, 6, C), dtype), jnp.zeros((W, 6, C), dtype))
+        return z + (jnp.zeros((W, model.nv, 6, C), dtype),) if inverse else z
+
     xs = [(b.inertia, b.p_bias, b.c, b.S, seg.dofs, diagonal(seg)) for b, seg in zip(rest, sw.segments)]
     acc, saved = sweep_up(model, backward, zero, xs)
-    IA0 = inertia_matrix(*b0.inertia) + (acc[0] if rest else 0.0)
-    pA0 = b0.p_bias + (acc[1] if rest else 0.0)
-    root_terms = _project(IA0, pA0, b0.S, gather(tau, root.dofs), diagonal(root))
+    acc = acc if rest else zero(len(root.bodies))
+    root_terms = level(acc, b0.inertia, b0.p_bias, b0.c, b0.S, jnp.asarray(root.dofs), diagonal(root))[1]
     return root_terms, saved
 
 

@@ -47,7 +47,7 @@ from ..compilation import jit
 from ..configuration import integrate_from
 from ..kinematics import tree_kinematics
 from ..model.model import Model
-from .articulated import aba_kernel, accelerate, articulated_inertias
+from .articulated import aba_kernel, accelerate, articulated_inertias, unit_accelerations
 from .bodies import body_terms, gravity_acceleration
 from .crba import cholesky_dynamics, crba_kernel, unpack
 from .levels import T, coordinates, cross_force, cross_motion, gather, joints, level_bodies, mv, one_state
@@ -80,25 +80,31 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
     """:func:`_columns` of every coordinate (nv, 8, 6, C) for C states in the last axis, level
     by level: accelerations root to leaves, body terms and subtree sums leaves to root. Given
     ``tau`` instead of ``qdd``, the accelerations are the ABA's: its articulated inertias in
-    one more pass leaves to root first, on the same body terms. Returns the columns and the
-    joint accelerations (nv, C): ``qdd`` as given, or the ABA's."""
+    one more pass leaves to root first, on the same body terms, with the unit torques' forces
+    for M^-1 (:mod:`.articulated`). Returns the columns and the joint accelerations (nv, C):
+    ``qdd`` as given, or the ABA's and M^-1 (nv, nv, C)."""
     sw = model.topology.sweep
     b0, rest = level_bodies(model, joints(model, q, qd, f_ext), qd)
     C, dtype = qd.shape[-1], qd.dtype
     root = sw.root
     n0 = len(root.bodies)
-    if tau is None:
+    inverse = tau is not None
+    # motion(b, (a', P'), terms): (joint accelerations, rows of M^-1), the bodies' (a, P); P: the
+    # unit torques' accelerations, with ``tau`` only
+    if not inverse:
         qdd_rows = jnp.pad(qdd, ((0, 1), (0, 0)))
         levels_terms = [seg.dofs for seg in sw.segments]
         root_terms = root.dofs
 
-        def acceleration(b, a_parent, dofs):  # (the joints' accelerations, the bodies')
-            return (), a_parent + b.c + mv(T(b.S), gather(qdd_rows, dofs))
+        def motion(b, parent, dofs):
+            return ((), ()), (parent[0] + b.c + mv(T(b.S), gather(qdd_rows, dofs)),)
     else:
-        root_terms, levels_terms = articulated_inertias(model, b0, rest, tau)
+        root_terms, levels_terms = articulated_inertias(model, b0, rest, tau, inverse=True)
 
-        def acceleration(b, a_parent, terms):
-            return accelerate(a_parent, b.c, b.S, *terms)
+        def motion(b, parent, terms):
+            U, Dinv, u, rows = terms
+            (qdd_level, a), (rows, P) = accelerate(parent[0], b.c, b.S, U, Dinv, u), unit_accelerations(parent[1], b.S, U, Dinv, rows)
+            return (qdd_level, rows), (a, P)
 
     def backward(b, a, v_parent, a_parent, below):
         own = _body_terms(inertia_matrix(*b.inertia), b.v, a, b.p_bias)
@@ -107,16 +113,17 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
 
     v_world = jnp.zeros((n0, 6, C), dtype)
     a_world = jnp.broadcast_to(gravity_acceleration(model)[:, None], (n0, 6, C))
-    qdd0, a0 = acceleration(b0, a_world, root_terms)
+    units = (jnp.zeros((n0, model.nv, 6, C), dtype),) if inverse else ()
+    (qdd0, rows0), a0 = motion(b0, (a_world,) + units, root_terms)
     zero_sums = lambda n: (jnp.zeros((n, 6, 6, C), dtype),) * 2 + (jnp.zeros((n, 6, C), dtype),) * 2  # noqa: E731
     rest = [b._replace(R=None, p=None) for b in rest]
 
     def down(prev, b, terms, P):
-        v_parent, a_parent = parent_rows(P, prev[0]), parent_rows(P, prev[1])
-        qdd_level, a = acceleration(b, a_parent, terms)
-        return (b.v, a), ((a, v_parent, a_parent), qdd_level)
+        v_parent, a_parent = parent_rows(P, prev[0]), tuple(parent_rows(P, x) for x in prev[1:])
+        out, a = motion(b, a_parent, terms)
+        return (b.v,) + a, ((a[0], v_parent, a_parent[0]), out)
 
-    accelerations, qdds = zip(*sweep_down(model, down, (b0.v, a0), list(zip(rest, levels_terms)))) if rest else ((), ())
+    accelerations, outs = zip(*sweep_down(model, down, (b0.v,) + a0, list(zip(rest, levels_terms)))) if rest else ((), ())
 
     def up(below, b, acc, P):
         sums, cols = backward(b, *acc, below)
@@ -124,8 +131,11 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
 
     below, cols = sweep_up(model, up, zero_sums, list(zip(rest, accelerations)))
     below = below if rest else zero_sums(n0)
-    cols = coordinates(model, backward(b0, a0, v_world, a_world, below)[1], cols)
-    return cols, (qdd if tau is None else coordinates(model, qdd0, list(qdds)))
+    cols = coordinates(model, backward(b0, a0[0], v_world, a_world, below)[1], cols)
+    if not inverse:
+        return cols, qdd
+    qdds, rows = zip(*outs) if rest else ((), ())
+    return cols, coordinates(model, qdd0, list(qdds)), coordinates(model, rows0, list(rows))
 
 
 def _coordinate_terms_one(model: Model, q, qd, qdd, f_ext):
@@ -198,20 +208,23 @@ def _rnea_derivatives_one(model: Model, q, qd, qdd, f_ext=None):
 
 
 def forward_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
-    """(qdd, dtau/dq, dtau/dqd, M) for C states in the last axis (qdd (nv, C), the others
+    """(qdd, dtau/dq, dtau/dqd, M, M^-1) for C states in the last axis (qdd (nv, C), the others
     (nv, nv, C)): the ABA's accelerations under torques ``tau`` and the derivatives of inverse
-    dynamics there, the accelerations inside the derivatives' sweeps (one pass less than the
-    ABA's, then :func:`_rnea_derivatives_kernel`)."""
+    dynamics there, the accelerations and M^-1 inside the derivatives' sweeps (one pass less
+    than the ABA's, then :func:`_rnea_derivatives_kernel`, and no factorisation)."""
     if model.topology.sweep is None or model.topology.has_bias:
         qdd = aba_kernel(model, q, qd, tau, f_ext)
-        return (qdd,) + _rnea_derivatives_kernel(model, q, qd, qdd, f_ext)
-    cols, qdd = _coordinate_terms(model, q, qd, f_ext, tau=tau)
-    return (qdd,) + _rnea_derivatives_from(model, cols)
+        dq, dv, M = _rnea_derivatives_kernel(model, q, qd, qdd, f_ext)
+        if model.nv == 0:
+            return qdd, dq, dv, M, M
+        return qdd, dq, dv, M, jnp.moveaxis(cho_inverse(cholesky(jnp.moveaxis(M, -1, 0))), 0, -1)
+    cols, qdd, M_inv = _coordinate_terms(model, q, qd, f_ext, tau=tau)
+    return (qdd,) + _rnea_derivatives_from(model, cols) + (M_inv,)
 
 
 def _aba_derivatives_kernel(model: Model, q, qd, tau, f_ext=None):
-    _, dq, dv, M = forward_derivatives_kernel(model, q, qd, tau, f_ext)
-    return _forward_blocks(jnp.moveaxis(M, -1, 0), dq, dv)
+    _, dq, dv, _, M_inv = forward_derivatives_kernel(model, q, qd, tau, f_ext)
+    return _forward_blocks(dq, dv, jnp.moveaxis(M_inv, -1, 0))
 
 
 def _aba_derivatives_one(model: Model, q, qd, tau, f_ext=None):
@@ -219,24 +232,21 @@ def _aba_derivatives_one(model: Model, q, qd, tau, f_ext=None):
         return (jnp.zeros((0, 0), tau.dtype),) * 3
     qdd, M = cholesky_dynamics(model, q, qd, tau, f_ext)
     dq, dv, _ = _rnea_derivatives_one(model, q, qd, qdd, f_ext)
-    return _forward_blocks(M, dq, dv, one_solve=True)  # M's factor is the accelerations' (one Cholesky)
+    return _forward_blocks(dq, dv, M=M)  # M's factor is the accelerations' (one Cholesky)
 
 
-def _forward_blocks(M, dq, dv, one_solve: bool = False):
-    """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) from M (states, if any, first) and dID (nv, nv, ...):
-    M^-1 from M's factor, then two products (a batch: LAPACK solves one matrix at a time, slower
-    than the products; not differentiable, as the batched kernel, whose derivatives are the
-    single state's, needs); ``one_solve``: one differentiable solve with the three right-hand
-    sides side by side."""
-    lead = lambda x: jnp.moveaxis(x, (0, 1), (-2, -1))  # noqa: E731  (..., nv, nv) for LAPACK
+def _forward_blocks(dq, dv, M_inv=None, M=None):
+    """(-M^-1 dID/dq, -M^-1 dID/dqd, M^-1) from dID (nv, nv, ...) and M^-1 (states, if any,
+    first): two products (not differentiable, as the batched kernel, whose derivatives are the
+    single state's, needs); or, given M (one state), one differentiable solve with the three
+    right-hand sides side by side."""
+    lead = lambda x: jnp.moveaxis(x, (0, 1), (-2, -1))  # noqa: E731  (..., nv, nv)
     back = lambda x: jnp.moveaxis(x, (-2, -1), (0, 1))  # noqa: E731
-    n = M.shape[-1]
-    if one_solve:
-        eye = jnp.broadcast_to(jnp.eye(n, dtype=M.dtype), M.shape)
-        X = spd_solve(M, jnp.concatenate([-lead(dq), -lead(dv), eye], axis=-1))
+    if M is not None:
+        n = M.shape[-1]
+        X = spd_solve(M, jnp.concatenate([-lead(dq), -lead(dv), jnp.eye(n, dtype=M.dtype)], axis=-1))
         return back(X[..., :n]), back(X[..., n:2 * n]), back(X[..., 2 * n:])
-    Minv = cho_inverse(cholesky(M))
-    return -back(Minv @ lead(dq)), -back(Minv @ lead(dv)), back(Minv)
+    return -back(M_inv @ lead(dq)), -back(M_inv @ lead(dv)), back(M_inv)
 
 
 #: one state's derivatives are one function (:mod:`mbjax.fused`, with mbjax's flags) for models
