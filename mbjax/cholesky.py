@@ -65,24 +65,29 @@ def cholesky(A):
 
 
 @custom_vmap
-def cho_solve(L, B):
-    """X with L L^T X = B, for lower factors L (..., n, n) and B (..., n, k). Vmapped over B
-    alone: one solve with the batch's right-hand sides side by side (module docstring)."""
+def cho_solve(L, B, inverse=None):
+    """X with L L^T X = B, for lower factors L (..., n, n) and B (..., n, k). ``inverse``: (L
+    L^T)^-1, where the caller has it, for the vmapped solves that take products instead: a vmap
+    over the matrices (one product each, no LAPACK call), or over B alone with more right-hand
+    sides than n (module docstring). Vmapped over B alone: one solve with the batch's
+    right-hand sides side by side."""
     n, k = B.shape[-2:]
     return _in_sub_batches(lambda l, b: jax.scipy.linalg.cho_solve((l, True), b), max(n * n * k, 1), L, B)
 
 
 @cho_solve.def_vmap
-def _cho_solve_vmap(axis_size, in_batched, L, B):
-    L_batched, B_batched = in_batched
+def _cho_solve_vmap(axis_size, in_batched, L, B, inverse):
+    L_batched, B_batched, inverse_batched = in_batched
+    if inverse_batched:  # a batch of matrices and their inverses: products
+        return inverse @ B, True
     if not L_batched:  # one factor for the whole batch: its right-hand sides side by side
         columns = jnp.moveaxis(B, 0, -1)  # (..., n, k, batch)
         columns = columns.reshape(columns.shape[:-2] + (columns.shape[-2] * axis_size,))  # sizes given: n may be 0
         n = L.shape[-1]
         if columns.shape[-1] > n:  # more of them than the order: by the inverse and a product
-            X = cho_inverse(L) @ columns
+            X = (cho_inverse(L) if inverse is None else inverse) @ columns
         else:
-            X = cho_solve(L, columns)
+            X = cho_solve(L, columns, inverse)
         return jnp.moveaxis(X.reshape(B.shape[1:] + (axis_size,)), -1, 0), True
     if not B_batched:
         B = jnp.broadcast_to(B, (axis_size,) + B.shape)
@@ -97,18 +102,21 @@ def cho_inverse(L):
     return _in_sub_batches(lambda l: jax.scipy.linalg.cho_solve((l, True), eye), max(n ** 3, 1), L)
 
 
-def spd_solve(A, b, inverse=None):
+def spd_solve(A, b, inverse=None, factorise: bool = True):
     """A^-1 b for symmetric positive-definite A (..., n, n) and b (..., n) or (..., n, k), by
     Cholesky; differentiable in A and b, each derivative a solve with the same factor.
-    ``inverse``: A^-1, where the caller has it (not differentiated): the solves are then
-    products with it."""
+    ``inverse``: A^-1, where the caller has it (not differentiated), for the solves that take
+    products with it instead (:func:`cho_solve`: vmapped over the matrices, or over many
+    right-hand sides), A's factor solving the others (then a product with the inverse is not in
+    the program, nor, if nothing else uses it, the inverse); ``factorise=False``: every solve a
+    product with it, no factorisation."""
     vector = b.ndim == A.ndim - 1
     B = b[..., None] if vector else b
-    if inverse is None:
+    inverse = None if inverse is None else jax.lax.stop_gradient(inverse)
+    if factorise:
         L = cholesky(jax.lax.stop_gradient(A))
-        solve = lambda _, r: cho_solve(L, r)  # noqa: E731
+        solve = lambda _, r: cho_solve(L, r, inverse)  # noqa: E731
     else:
-        inverse = jax.lax.stop_gradient(inverse)
         solve = lambda _, r: inverse @ r  # noqa: E731
     X = jax.lax.custom_linear_solve(lambda x: A @ x, B, solve, symmetric=True)
     return X[..., 0] if vector else X

@@ -50,12 +50,26 @@ def test_one_factor_for_a_vmapped_right_hand_side():
     np.testing.assert_allclose(J, np.linalg.inv(np.asarray(A)), rtol=0, atol=1e-13)
 
 
-@pytest.mark.parametrize("with_inverse", [False, True], ids=["factor", "inverse"])
+def test_a_given_inverse_is_used_where_vmapped_over_the_matrices():
+    """With A^-1 given, a vmap over the matrices multiplies by their inverses (no LAPACK call in
+    the program); one matrix solves by its factor; the values are the dense solve's either way."""
+    A, B = spd(7, n=5), jnp.asarray(RNG.standard_normal((7, 5, 2)))
+    inverse = jnp.asarray(np.linalg.inv(np.asarray(A)))
+    x = np.linalg.solve(np.asarray(A), np.asarray(B))
+    batched = jax.jit(jax.vmap(lambda A, b, i: spd_solve(A, b, inverse=i)))
+    one = jax.jit(lambda A, b, i: spd_solve(A, b, inverse=i))
+    for f, args, ref, lapack in ((batched, (A, B, inverse), x, False), (one, (A[0], B[0], inverse[0]), x[0], True)):
+        np.testing.assert_allclose(f(*args), ref, rtol=0, atol=1e-13)
+        assert ("lapack" in f.lower(*args).compile().as_text()) == lapack
+
+
+@pytest.mark.parametrize("with_inverse", [None, True, False], ids=["factor", "inverse", "inverse-only"])
 @pytest.mark.parametrize("order", ["grad", "jacfwd", "hessian", "jacfwd(jacrev)"])
 def test_derivatives_match_dense_solve(order, with_inverse):
     """Derivatives with respect to the matrix and the right-hand side, vmapped over a batch
     large enough for sub-batches, equal those of jnp.linalg.solve; also with A^-1 given (its
-    products are the solves, differentiated through A alone)."""
+    products are solves, differentiated through A alone), with A's factor for the others
+    (``factorise``, the default) or without."""
     n = 9
 
     def loss(solve):
@@ -67,7 +81,8 @@ def test_derivatives_match_dense_solve(order, with_inverse):
     transform = {"grad": jax.grad, "jacfwd": jax.jacfwd, "hessian": jax.hessian,
                  "jacfwd(jacrev)": lambda f, **kw: jax.jacfwd(jax.jacrev(f, **kw), **kw)}[order]
     X, b = jnp.asarray(RNG.standard_normal((BATCH, n, n))), jnp.asarray(RNG.standard_normal((BATCH, n)))
-    solve = (lambda A, b: spd_solve(A, b, inverse=jnp.linalg.inv(A))) if with_inverse else spd_solve
+    solve = spd_solve if with_inverse is None else (
+        lambda A, b: spd_solve(A, b, inverse=jnp.linalg.inv(A), factorise=with_inverse))
     got = jax.jit(jax.vmap(transform(loss(solve), argnums=(0, 1))))(X, b)
     ref = jax.jit(jax.vmap(transform(loss(jnp.linalg.solve), argnums=(0, 1))))(X, b)
     for g, r in zip(jax.tree_util.tree_leaves(got), jax.tree_util.tree_leaves(ref)):

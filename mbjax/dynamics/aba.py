@@ -79,8 +79,9 @@ def _aba_jvp(primals, tangents):
     dmodel, dq, dqd, dtau, df = tangents
     # loops_hoisted, not one_function: under jax.jacfwd the tangents are vmapped but the primals
     # are not; a vmap over the states reaches the plain function through fused's batching rule
-    one = fused(_with_state_derivatives) if loops_hoisted() and model.nv < FUSED_BELOW_NV else _with_state_derivatives
-    qdd, dID_dq, dID_dqd, M, M_inv = one(model, q, qd, tau, f_ext)
+    one_function = loops_hoisted() and model.nv < FUSED_BELOW_NV
+    qdd, dID_dq, dID_dqd, M, M_inv = (fused(_with_state_derivatives) if one_function else _with_state_derivatives)(
+        model, q, qd, tau, f_ext)
     rhs = jnp.zeros_like(qdd) if is_zero(dtau) else dtau
     if not is_zero(dq):
         e = jax.jvp(lambda x: difference_from(model, q, x), (q,), (dq,))[1]
@@ -92,7 +93,7 @@ def _aba_jvp(primals, tangents):
             return rnea_from(m, tree_kinematics(m, q), q, qd, qdd, f)
 
         rhs = rhs - jax.jvp(inverse_dynamics, (model, f_ext), (instantiate(dmodel), instantiate(df)))[1]
-    return qdd, spd_solve(M, rhs, inverse=M_inv)
+    return qdd, spd_solve(M, rhs, inverse=M_inv, factorise=not one_function)
 
 
 aba_from.defjvp(_aba_jvp, symbolic_zeros=True)
