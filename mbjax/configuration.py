@@ -87,6 +87,12 @@ def difference_from(model: Model, q0, q1):
     return map_joints(model.topology, lambda g: g.joint.difference(rows(q0, g.q), rows(q1, g.q)), "v").astype(q0.dtype)
 
 
+def difference_tangent(model: Model, q, dq):
+    """The velocity (nv,) of a configuration displacement dq (nq,) at q: d/dx difference(q, x)
+    at x = q applied to dq (each joint's :meth:`~mbjax.model.joints.AbstractJoint.difference_tangent`)."""
+    return map_joints(model.topology, lambda g: g.joint.difference_tangent(rows(q, g.q), rows(dq, g.q)), "v").astype(q.dtype)
+
+
 @filter_jit(one_state=True)
 def normalize(model: Model, q):
     """Project q onto the manifold: unit quaternions and unit (cos, sin) pairs."""

@@ -250,3 +250,21 @@ def test_free_joint_difference_at_small_rotations(pin):
         p0, p1 = (mbjax.to_pinocchio_configuration(model, x) for x in (q0, q1))
         expected = pin.difference(pmodel, p0, p1)
         assert_close(difference(model, q0, q1), expected, rtol=1e-13, what=f"difference at {angle} rad")
+
+
+@pytest.mark.parametrize("name", sorted(mbjax.JOINT_TYPES))
+@pytest.mark.parametrize("scale", [1.0, 1.3], ids=["unit", "off-manifold"])
+def test_difference_tangent_is_the_derivative_of_difference(name, scale):
+    """Each joint's closed-form difference_tangent (aba's derivative rule maps q tangents with
+    it) equals the forward mode of its difference at x = q, also where the unit blocks of q are
+    scaled off the manifold (difference normalises them)."""
+    joint = mbjax.JOINT_TYPES[name]
+    n = 7
+    keys = jax.random.split(jax.random.PRNGKey(3), 2)
+    lower, upper = np.full((n, joint.nq), -np.inf), np.full((n, joint.nq), np.inf)
+    q = np.array(joint.random(keys[0], jnp.asarray(lower), jnp.asarray(upper)), np.float64)
+    for sl in joint.unit_slices:
+        q[:, sl] *= scale
+    q, dq = jnp.asarray(q), jax.random.normal(keys[1], (n, joint.nq), jnp.float64)
+    ref = jax.jvp(lambda x: joint.difference(q, x), (q,), (dq,))[1]
+    assert_close(joint.difference_tangent(q, dq), ref, rtol=1e-14, atol=1e-14, what=f"{name} difference_tangent")

@@ -13,7 +13,7 @@ import jax.numpy as jnp
 from ..checks import checked, singular_accelerations
 from ..cholesky import cho_inverse, cholesky, spd_solve
 from ..compilation import jit, loops_hoisted
-from ..configuration import difference_from
+from ..configuration import difference_tangent
 from ..fused import fused
 from ..kinematics import tree_kinematics
 from ..model.model import Model
@@ -73,7 +73,8 @@ def _aba_jvp(primals, tangents):
     35 kernels and no LAPACK call, 49-54 -> 35 µs, a gradient through it 43-45 -> 29 µs (session
     45). Along the model and ``f_ext`` it is the forward mode
     of RNEA's matrix form. A q tangent is mapped to the tangent space by the derivative of
-    :func:`mbjax.difference` (quaternions: the body-frame angular velocity).
+    :func:`mbjax.difference` (:func:`mbjax.configuration.difference_tangent`; quaternions: the
+    body-frame angular velocity).
     """
     model, q, qd, tau, f_ext = primals
     dmodel, dq, dqd, dtau, df = tangents
@@ -84,8 +85,7 @@ def _aba_jvp(primals, tangents):
         model, q, qd, tau, f_ext)
     rhs = jnp.zeros_like(qdd) if is_zero(dtau) else dtau
     if not is_zero(dq):
-        e = jax.jvp(lambda x: difference_from(model, q, x), (q,), (dq,))[1]
-        rhs = rhs - dID_dq @ e
+        rhs = rhs - dID_dq @ difference_tangent(model, q, dq)
     if not is_zero(dqd):
         rhs = rhs - dID_dqd @ dqd
     if not (is_zero(dmodel) and is_zero(df)):

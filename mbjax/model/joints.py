@@ -63,6 +63,25 @@ def _rotate_unit_complex(c, s, angle):
     return c * ca - s * sa, s * ca + c * sa
 
 
+def _angle_tangent(q, dq):
+    """d/dx of the angle from (cos, sin) q to x at x = q, applied to dq: the difference's atan2(y, x)
+    at y = 0, x = |q|^2."""
+    c, s = q[:, 0], q[:, 1]
+    return (c * dq[:, 1] - s * dq[:, 0]) / (c * c + s * s)
+
+
+def _rotation_tangent(q, dq):
+    """d/dx of log(q^-1 x) (a quaternion difference) at x = q, applied to dq: 2 vec(q* dq) / |q|^2,
+    with vec(q* dq) = w dv - dw v - v x dv (the logarithm's derivative at the identity is 2, the
+    normalisation removes the part along q); written by components."""
+    w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
+    dw, dx, dy, dz = dq[:, 0], dq[:, 1], dq[:, 2], dq[:, 3]
+    k = 2.0 / (w * w + x * x + y * y + z * z)
+    return jnp.stack([k * (w * dx - dw * x - (y * dz - z * dy)),
+                      k * (w * dy - dw * y - (z * dx - x * dz)),
+                      k * (w * dz - dw * z - (x * dy - y * dx))], -1)
+
+
 class AbstractJoint:
     """Interface of a joint type. Subclasses are singletons; their methods are vectorised."""
 
@@ -110,6 +129,12 @@ class AbstractJoint:
     def difference(self, q0, q1):
         """v such that integrate(q0, v) == q1."""
         return q1 - q0
+
+    def difference_tangent(self, q, dq):
+        """The velocity of a configuration displacement dq at q: d/dx difference(q, x) at x = q
+        applied to dq (what a q tangent is in the tangent space). By default the forward mode
+        of :meth:`difference`; joints on a manifold give it in closed form."""
+        return jax.jvp(lambda x: self.difference(q, x), (q,), (dq,))[1]
 
     def rate(self, q, v):
         """dq/dt at a normalised q moving at velocity v: d/ds integrate(q, s v) at s = 0."""
@@ -187,6 +212,9 @@ class Continuous(Revolute):
         c0, s0, c1, s1 = q0[:, 0], q0[:, 1], q1[:, 0], q1[:, 1]
         return jnp.arctan2(c0 * s1 - s0 * c1, c0 * c1 + s0 * s1)[:, None]
 
+    def difference_tangent(self, q, dq):
+        return _angle_tangent(q, dq)[:, None]
+
 
 class Prismatic(AbstractJoint):
     name, nq, nv = "prismatic", 1, 1
@@ -236,6 +264,9 @@ class Spherical(AbstractJoint):
 
     def difference(self, q0, q1):
         return spatial.quat_log(spatial.quat_multiply(spatial.quat_conjugate(q0), q1))
+
+    def difference_tangent(self, q, dq):
+        return _rotation_tangent(q, dq)
 
 
 class Universal(AbstractJoint):
@@ -354,6 +385,11 @@ class Planar(AbstractJoint):
         vy = (-b * px + a * py) / det
         return jnp.stack([vx, vy, w], -1)
 
+    def difference_tangent(self, q, dq):
+        # at x = q: w = 0, (px, py) = 0, so the displacement in frame 0 and the angle's rate
+        c, s = q[:, 2], q[:, 3]
+        return jnp.stack([c * dq[:, 0] + s * dq[:, 1], -s * dq[:, 0] + c * dq[:, 1], _angle_tangent(q[:, 2:], dq[:, 2:])], -1)
+
 
 class Free(AbstractJoint):
     """Six-DoF joint: q = (p, quaternion w, x, y, z), v = body-frame (linear, angular)."""
@@ -394,6 +430,12 @@ class Free(AbstractJoint):
         w = spatial.quat_log(rel)
         p = spatial.matvec(spatial.transpose(R0), q1[:, :3] - q0[:, :3])
         return spatial.se3_log(p, w)
+
+    def difference_tangent(self, q, dq):
+        # at x = q the relative motion is the identity, where log6 has derivative 1: (R^T dp, the rotation's)
+        R = spatial.quat_to_rotation(q[:, 3:])
+        lin = [R[:, 0, i] * dq[:, 0] + R[:, 1, i] * dq[:, 1] + R[:, 2, i] * dq[:, 2] for i in range(3)]
+        return jnp.concatenate([jnp.stack(lin, -1), _rotation_tangent(q[:, 3:], dq[:, 3:])], -1)
 
 
 REVOLUTE, CONTINUOUS, PRISMATIC = Revolute(), Continuous(), Prismatic()
