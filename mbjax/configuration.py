@@ -90,7 +90,8 @@ def difference_from(model: Model, q0, q1):
 def difference_tangent(model: Model, q, dq):
     """The velocity (nv,) of a configuration displacement dq (nq,) at q: d/dx difference(q, x)
     at x = q applied to dq (each joint's :meth:`~mbjax.model.joints.AbstractJoint.difference_tangent`)."""
-    return map_joints(model.topology, lambda g: g.joint.difference_tangent(rows(q, g.q), rows(dq, g.q)), "v").astype(q.dtype)
+    tangent = map_joints(model.topology, lambda g: g.joint.difference_tangent(rows(q, g.q), rows(dq, g.q)), "v")
+    return tangent.astype(q.dtype)
 
 
 @filter_jit(one_state=True)

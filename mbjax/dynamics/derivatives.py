@@ -103,7 +103,8 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
 
         def motion(b, parent, terms):
             U, Dinv, u, rows = terms
-            (qdd_level, a), (rows, P) = accelerate(parent[0], b.c, b.S, U, Dinv, u), unit_accelerations(parent[1], b.S, U, Dinv, rows)
+            qdd_level, a = accelerate(parent[0], b.c, b.S, U, Dinv, u)
+            rows, P = unit_accelerations(parent[1], b.S, U, Dinv, rows)
             return (qdd_level, rows), (a, P)
 
     def backward(b, a, v_parent, a_parent, below):
@@ -123,7 +124,8 @@ def _coordinate_terms(model: Model, q, qd, f_ext, qdd=None, tau=None):
         out, a = motion(b, a_parent, terms)
         return (b.v,) + a, ((a[0], v_parent, a_parent[0]), out)
 
-    accelerations, outs = zip(*sweep_down(model, down, (b0.v,) + a0, list(zip(rest, levels_terms)))) if rest else ((), ())
+    levels = list(zip(rest, levels_terms))
+    accelerations, outs = zip(*sweep_down(model, down, (b0.v,) + a0, levels)) if rest else ((), ())
 
     def up(below, b, acc, P):
         sums, cols = backward(b, *acc, below)

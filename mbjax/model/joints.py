@@ -388,7 +388,8 @@ class Planar(AbstractJoint):
     def difference_tangent(self, q, dq):
         # at x = q: w = 0, (px, py) = 0, so the displacement in frame 0 and the angle's rate
         c, s = q[:, 2], q[:, 3]
-        return jnp.stack([c * dq[:, 0] + s * dq[:, 1], -s * dq[:, 0] + c * dq[:, 1], _angle_tangent(q[:, 2:], dq[:, 2:])], -1)
+        x, y = c * dq[:, 0] + s * dq[:, 1], -s * dq[:, 0] + c * dq[:, 1]
+        return jnp.stack([x, y, _angle_tangent(q[:, 2:], dq[:, 2:])], -1)
 
 
 class Free(AbstractJoint):
