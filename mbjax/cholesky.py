@@ -10,7 +10,7 @@ made by ``jax.vmap``, is factored and solved in sub-batches below that work, one
 (``jax.lax.map``), which LAPACK runs on the calling thread: no call waits on the pool. What
 that costs (pinned to one core, µs per matrix, one batched call against sub-batches): the
 factors of 256 matrices, nv = 38 6.4 against 6.7, nv = 18 0.95 against 1.17; M^-1 of 128 (a
-chunk of the batched ``aba_derivatives``), nv = 38 21.3 against 24.6, nv = 18 4.1 against 4.2
+chunk of states), nv = 38 21.3 against 24.6, nv = 18 4.1 against 4.2
 (benchmarks/README.md, session 44). A right-hand
 side that ``jax.vmap`` batches alone (a ``jax.jacfwd``'s tangents) is solved with its batch side
 by side, and by M^-1 and a product when the batch has more columns than M has rows: nv = 38 with
