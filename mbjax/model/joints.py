@@ -73,7 +73,9 @@ def _angle_tangent(q, dq):
 def _rotation_tangent(q, dq):
     """d/dx of log(q^-1 x) (a quaternion difference) at x = q, applied to dq: 2 vec(q* dq) / |q|^2,
     with vec(q* dq) = w dv - dw v - v x dv (the logarithm's derivative at the identity is 2, the
-    normalisation removes the part along q); written by components."""
+    normalisation removes the part along q); written by components, not by
+    :func:`mbjax.spatial.quat_multiply`, whose sum and cross product are reductions over 3-4
+    components for each of ``jax.jacfwd``'s tangents (YNNPACK's calls in a plain ``jax.jit``)."""
     w, x, y, z = q[:, 0], q[:, 1], q[:, 2], q[:, 3]
     dw, dx, dy, dz = dq[:, 0], dq[:, 1], dq[:, 2], dq[:, 3]
     k = 2.0 / (w * w + x * x + y * y + z * z)
@@ -433,7 +435,8 @@ class Free(AbstractJoint):
         return spatial.se3_log(p, w)
 
     def difference_tangent(self, q, dq):
-        # at x = q the relative motion is the identity, where log6 has derivative 1: (R^T dp, the rotation's)
+        # at x = q the relative motion is the identity, where log6 has derivative 1: (R^T dp, the
+        # rotation's); R^T dp by components, as _rotation_tangent, not a matvec per tangent
         R = spatial.quat_to_rotation(q[:, 3:])
         lin = [R[:, 0, i] * dq[:, 0] + R[:, 1, i] * dq[:, 1] + R[:, 2, i] * dq[:, 2] for i in range(3)]
         return jnp.concatenate([jnp.stack(lin, -1), _rotation_tangent(q[:, 3:], dq[:, 3:])], -1)
