@@ -31,6 +31,8 @@ os.environ["XLA_FLAGS"] = _flags.strip()
 # jacfwd through a factorisation): 400x slower than one thread. Set before numpy loads OpenBLAS.
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
+import contextlib  # noqa: E402
+
 import jax  # noqa: E402
 import pytest  # noqa: E402
 
@@ -52,3 +54,29 @@ def runtime_checks_off():
     with pytest.MonkeyPatch.context() as patch:
         patch.setattr(equinox._errors, "EQX_ON_ERROR", "off")
         yield
+
+
+@pytest.fixture(scope="session")
+def batching():
+    """``with batching(CHUNK=8, MIN_BATCH=1, ...):`` mbjax's batching settings
+    (``mbjax.dynamics.levels``) for a block of a test.
+
+    JAX caches the batched trace of a jitted function (such as ``mbjax.aba``) by its jaxpr, so
+    that a setting changed after a vmap of it at the same shapes, anywhere in the process, would
+    not reach the programs traced next: they would silently keep the path of the earlier
+    settings (e.g. the one-state fallback instead of the level sweeps). The caches are cleared
+    when the settings change and again when they are restored."""
+    from mbjax.dynamics import levels
+
+    @contextlib.contextmanager
+    def settings(**values):
+        try:
+            with pytest.MonkeyPatch.context() as patch:
+                for name, value in values.items():
+                    patch.setattr(levels, name, value)
+                jax.clear_caches()
+                yield
+        finally:
+            jax.clear_caches()
+
+    return settings

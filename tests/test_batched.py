@@ -54,12 +54,11 @@ def states(model):
 
 
 @pytest.fixture
-def small_chunks(monkeypatch):
+def small_chunks(batching):
     """The level sweeps for any batch (the small ones the tests use fall back to a vmap of the
     one-state function otherwise), in chunks of 8 states."""
-    monkeypatch.setattr(levels, "CHUNK", 8)
-    monkeypatch.setattr(levels, "MIN_BATCH", 1)
-    monkeypatch.setattr(levels, "SWEEP_BODIES", 0)
+    with batching(CHUNK=8, DERIVATIVE_CHUNK=8, MIN_BATCH=1, SWEEP_BODIES=0):
+        yield
 
 
 def _reference(model, q, qd, x, f_ext):
@@ -256,11 +255,10 @@ def test_random_trees_through_the_sweeps(small_chunks, spec):
         np.testing.assert_allclose(out, ref, rtol=0, atol=tol * np.abs(ref).max())
 
 
-def test_small_batches_fall_back_to_one_state(model, states, monkeypatch):
+def test_small_batches_fall_back_to_one_state(model, states, batching):
     """Below ``levels.min_batch`` states a vmap runs the one-state functions (matrix forms),
     vmapped: the same values as the level sweeps to rounding. (Here with the threshold at
     ``levels.MIN_BATCH`` whatever the model's size.)"""
-    monkeypatch.setattr(levels, "SWEEP_BODIES", 0)
     q, qd, x, f_ext = states
     n = levels.MIN_BATCH - 1
     args = (q[:n], qd[:n], x[:n], f_ext[:n])
@@ -270,14 +268,21 @@ def test_small_batches_fall_back_to_one_state(model, states, monkeypatch):
         return (batched(mbjax.aba, 0, 0, 0, 0), batched(mbjax.rnea, 0, 0, 0, 0), batched(mbjax.crba, 0),
                 batched(mbjax.aba_derivatives, 0, 0, 0, 0))
 
+    def chunked():  # whether the batched aba runs the level sweeps' chunks (a loop) or not
+        return "while" in jax.jit(jax.vmap(mbjax.aba, in_axes=(None, 0, 0, 0))).lower(model, *args[:3]).as_text()
+
     def nested(shape):  # vmaps within a vmap: the states of all of them are one batch
         m = int(np.prod(shape))
         return jax.jit(jax.vmap(jax.vmap(mbjax.aba, in_axes=(None, 0, 0, 0)), in_axes=(None, 0, 0, 0)))(
             model, *(a[:m].reshape(shape + a.shape[1:]) for a in (q, qd, x))).reshape(m, -1)
 
-    fallback = run() + (nested((3, 5)), nested((4, 5)))
-    monkeypatch.setattr(levels, "MIN_BATCH", 1)
-    for a, b in zip(jax.tree_util.tree_leaves(fallback), jax.tree_util.tree_leaves(run() + (nested((3, 5)),))):
+    with batching(SWEEP_BODIES=0):
+        assert not chunked()
+        fallback = run() + (nested((3, 5)), nested((4, 5)))
+    with batching(SWEEP_BODIES=0, MIN_BATCH=1):
+        assert chunked()
+        sweeps = run() + (nested((3, 5)),)
+    for a, b in zip(jax.tree_util.tree_leaves(fallback), jax.tree_util.tree_leaves(sweeps)):
         np.testing.assert_allclose(a, b, rtol=0, atol=1e-11 * np.abs(b).max())
     # (4, 5) states are 20: the level sweeps, the same values as one by one
     ref = jax.vmap(lambda *a: _reference(model, *a, None)[2])(q[:20], qd[:20], x[:20])

@@ -10,7 +10,6 @@ import numpy as np
 import pytest
 
 import mbjax
-from mbjax.dynamics import levels
 
 pin = pytest.importorskip("pinocchio", reason="Pinocchio (pip install pin) is the reference")
 
@@ -19,13 +18,11 @@ TOL = 1e-10
 
 
 @pytest.fixture(scope="module", autouse=True)
-def level_sweeps():
+def level_sweeps(batching):
     """The evaluation is vmapped over a few states: through the level sweeps, as large batches
     run (smaller than ``levels.min_batch`` would fall back to the one-state functions). Module
     scope, so that it is in place before the module-scoped ``results`` are computed."""
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(levels, "MIN_BATCH", 1)
-        patch.setattr(levels, "SWEEP_BODIES", 0)
+    with batching(MIN_BATCH=1, SWEEP_BODIES=0):
         yield
 
 

@@ -56,7 +56,7 @@ def _accelerations_and_state_derivatives(model: Model, q, qd, tau, f_ext=None):
 #: (qdd, dID/dq, dID/dqd, M, M^-1) under torques tau: vmapped, one kernel whose derivative
 #: sweeps also run the ABA's accelerations and M^-1 (:func:`.derivatives.forward_derivatives_kernel`)
 #: instead of a batched ABA, the derivatives' kernel and a batched factorisation
-_with_state_derivatives = routed(forward_derivatives_kernel, _accelerations_and_state_derivatives)
+_with_state_derivatives = routed(forward_derivatives_kernel, _accelerations_and_state_derivatives, derivatives=True)
 
 
 def _aba_jvp(primals, tangents):

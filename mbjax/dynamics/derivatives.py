@@ -260,8 +260,8 @@ FUSED_BELOW_NV = 12
 
 #: (dtau/dq, dtau/dqd, M) without input checks (``f_ext`` (nb, 6) or None), each (nv, nv);
 #: vmapped, on the level sweeps
-state_derivatives = routed(_rnea_derivatives_kernel, _rnea_derivatives_one)
-_aba_derivatives = routed(_aba_derivatives_kernel, _aba_derivatives_one)
+state_derivatives = routed(_rnea_derivatives_kernel, _rnea_derivatives_one, derivatives=True)
+_aba_derivatives = routed(_aba_derivatives_kernel, _aba_derivatives_one, derivatives=True)
 
 
 @jit(one_state=True)

@@ -36,8 +36,15 @@ from ..spatial import computed_once
 
 #: states per chunk of a batched call: large enough to amortise XLA:CPU's per-kernel
 #: launch cost, small enough that a chunk's temporaries stay in cache
-#: (``benchmarks/bench_dynamics.py --chunk`` measures the choice)
+#: (``benchmarks/bench_chunk.py`` measures the choice)
 CHUNK = 128
+
+#: states per chunk of the derivative kernels, whose working set per state is ~nv times the
+#: dynamics': per state, talos_reduced's batched ``aba_derivatives`` (B = 256) 47-53 us in
+#: chunks of 128, 42-43 in chunks of 64 or 32; solo12 16-17 against 12.6-13.5 us (session 47,
+#: ``benchmarks/bench_chunk.py``), while ``aba`` / ``rnea`` / ``crba`` are 4-20 % slower in
+#: chunks of 64 than of 128
+DERIVATIVE_CHUNK = 64
 
 #: smaller batches run the single-state function vmapped: below MIN_BATCH states, or below
 #: SWEEP_BODIES / nbodies of them, the level sweeps' fixed cost per kernel outweighs what the
@@ -398,11 +405,11 @@ def spd_inverse(D):
 
 
 # -------------------------------------------------------------------------- batching
-def routed(kernel, plain, unpack=None):
+def routed(kernel, plain, unpack=None, derivatives=False):
     """``fn(model, *states)``: ``plain(model, *states)``, the same function written for one
     state, whose values come from ``kernel`` when vmapped (:func:`batch_rule`) and whose
     derivatives (forward and reverse mode, with respect to the model too) are plain's."""
-    fast = batch_rule(kernel, plain, unpack)
+    fast = batch_rule(kernel, plain, unpack, derivatives)
 
     @jax.custom_jvp
     def fn(model, *xs):
@@ -415,7 +422,7 @@ def routed(kernel, plain, unpack=None):
     return fn
 
 
-def batch_rule(kernel, single=None, unpack=None):
+def batch_rule(kernel, single=None, unpack=None, derivatives=False):
     """``fn(model, *states)`` that runs ``kernel`` on the batch-minor layout when vmapped.
 
     ``kernel(model, *states)`` takes every state (an array per state, e.g. q (nq,)) with the
@@ -425,7 +432,8 @@ def batch_rule(kernel, single=None, unpack=None):
     (on XLA:CPU a few large matrix products can beat the level sweeps for one state).
     ``kernel=None``: a vmap of ``single`` over each chunk instead (states first). A vmap over
     the model, or over fewer than :func:`min_batch` states, falls back to a vmap of the single
-    call.
+    call. Chunks of :data:`CHUNK` states, or of :data:`DERIVATIVE_CHUNK` for ``derivatives``
+    (both read when the vmap is traced).
     """
     if single is None:
         single = one_state(kernel)
@@ -442,9 +450,10 @@ def batch_rule(kernel, single=None, unpack=None):
         xs = _broadcast(axis_size, xs, in_batched[1:])
         if axis_size < min_batch(model):
             return _batched(few(model, *xs))
+        chunk = DERIVATIVE_CHUNK if derivatives else CHUNK
         if kernel is None:
-            return _batched(run_chunked(jax.vmap(lambda *ys: single(model, *ys)), axis_size, xs, minor=False))
-        out = run_chunked(lambda *ys: kernel(model, *ys), axis_size, xs)
+            return _batched(run_chunked(jax.vmap(lambda *ys: single(model, *ys)), axis_size, xs, chunk, minor=False))
+        out = run_chunked(lambda *ys: kernel(model, *ys), axis_size, xs, chunk)
         return _batched(out if unpack is None else unpack(model, out))
 
     @few.def_vmap
@@ -488,11 +497,11 @@ def one_state(kernel):
     return single
 
 
-def run_chunked(kernel, B, xs, chunk=None, minor=True):
-    """``kernel`` over a batch (B, ...) of each of ``xs``, in chunks; with ``minor`` the
+def run_chunked(kernel, B, xs, chunk, minor=True):
+    """``kernel`` over a batch (B, ...) of each of ``xs``, in chunks of ``chunk``; with ``minor`` the
     states of a chunk are moved to the last axis (and the kernel's results back). The kernel
     returns one array or a tuple of them."""
-    C = min(B, chunk or CHUNK)
+    C = min(B, chunk)
     n = -(-B // C)
     last = lambda x: x if x is None or not minor else computed_once(jnp.moveaxis(x, 0, -1))  # noqa: E731
     first = lambda y: jnp.moveaxis(y, -1, 0) if minor else y  # noqa: E731
