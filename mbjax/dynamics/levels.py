@@ -39,11 +39,12 @@ from ..spatial import computed_once
 #: (``benchmarks/bench_chunk.py`` measures the choice)
 CHUNK = 128
 
-#: states per chunk of the derivative kernels, whose working set per state is ~nv times the
-#: dynamics': per state, talos_reduced's batched ``aba_derivatives`` (B = 256) 47-53 us in
-#: chunks of 128, 42-43 in chunks of 64 or 32; solo12 16-17 against 12.6-13.5 us (session 47,
-#: ``benchmarks/bench_chunk.py``), while ``aba`` / ``rnea`` / ``crba`` are 4-20 % slower in
-#: chunks of 64 than of 128
+#: states per chunk of the derivative kernels, whose arrays per state are ~nv times the
+#: dynamics' (a column per coordinate): batched ``aba_derivatives`` (B = 256) 15-29 % faster
+#: in chunks of 64 than of 128 (talos_reduced 52.1 -> 44.6 us per state, solo12 15.8 -> 12.2),
+#: ``jax.jacfwd(aba)`` 7-16 %; chunks of 32 within 4 % of 64 (session 47,
+#: ``benchmarks/bench_chunk.py``). The batched ``aba`` / ``rnea`` / ``crba`` of solo12 and
+#: talos_reduced are 2-16 % slower in chunks of 64 than of 128
 DERIVATIVE_CHUNK = 64
 
 #: smaller batches run the single-state function vmapped: below MIN_BATCH states, or below
