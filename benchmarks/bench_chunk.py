@@ -51,8 +51,8 @@ def aba_jacobian(model, q, qd, tau):
     return jax.jacfwd(f, argnums=(0, 1, 2))(jnp.zeros(model.nv, qd.dtype), qd, tau)
 
 
-def program(name, chunk, setting):
-    """The batched function ``name`` traced and compiled with ``setting = chunk``."""
+def program(name, chunk, setting, args):
+    """The batched function ``name`` traced at ``args`` and compiled with ``setting = chunk``."""
     body = {"aba": mbjax.aba, "rnea": mbjax.rnea, "crba": lambda m, q, *_: mbjax.crba(m, q),
             "aba_derivatives": mbjax.aba_derivatives, "jacfwd": aba_jacobian}[name]
     # as bench_dynamics.py times them: jax.jacfwd in a plain jax.jit, the others with mbjax's options
@@ -62,7 +62,7 @@ def program(name, chunk, setting):
     setattr(levels, setting, chunk)
     jax.clear_caches()  # JAX caches the batched traces of the jitted functions inside
     try:
-        return fn.trace(*ARGS[name]).lower().compile()
+        return fn.trace(*args).lower().compile()
     finally:
         setattr(levels, setting, old)
 
@@ -95,24 +95,24 @@ def main():
     for robot in args.robots:
         model = mbjax.load_example_robot(robot, joint_order="pinocchio")
         rng = np.random.default_rng(0)
-        global ARGS
-        ARGS = {}
+        inputs = {}
         for name in args.functions:
             B = args.batch or FUNCTIONS[name][1]
             q = jax.vmap(lambda k: mbjax.random_configuration(model, k))(jax.random.split(jax.random.PRNGKey(0), B))
             qd, x = (jnp.asarray(rng.standard_normal((B, model.nv))) for _ in range(2))
-            ARGS[name] = (model, q, qd, x)
-        progs = {(name, c): program(name, c, FUNCTIONS[name][0]) for name in args.functions for c in args.chunks}
+            inputs[name] = (model, q, qd, x)
+        progs = {(name, c): program(name, c, FUNCTIONS[name][0], inputs[name])
+                 for name in args.functions for c in args.chunks}
         times = {k: [] for k in progs}
         for _ in range(args.rounds):
             for (name, c), fn in progs.items():
-                times[name, c].append(block_min(fn, ARGS[name], args.reps, ARGS[name][1].shape[0]))
+                times[name, c].append(block_min(fn, inputs[name], args.reps, inputs[name][1].shape[0]))
         for name in args.functions:
             current = getattr(levels, FUNCTIONS[name][0])
             ref = min(times[name, current]) if (name, current) in times else None
             for c in args.chunks:
                 t = times[name, c]
-                row = dict(robot=robot, function=name, batch=ARGS[name][1].shape[0], chunk=c,
+                row = dict(robot=robot, function=name, batch=inputs[name][1].shape[0], chunk=c,
                            min_us=1e6 * min(t), median_us=1e6 * float(np.median(t)))
                 row["ratio_to_current"] = min(t) / ref if ref else None
                 rows.append(row)
