@@ -454,7 +454,7 @@ def batch_rule(kernel, single=None, unpack=None, derivatives=False):
         chunk = DERIVATIVE_CHUNK if derivatives else CHUNK
         if kernel is None:
             return _batched(run_chunked(jax.vmap(lambda *ys: single(model, *ys)), axis_size, xs, chunk, minor=False))
-        out = run_chunked(lambda *ys: kernel(model, *ys), axis_size, xs, chunk)
+        out = run_chunked(lambda *ys: kernel(model, *ys), axis_size, xs, chunk, spread=unpack is not None)
         return _batched(out if unpack is None else unpack(model, out))
 
     @few.def_vmap
@@ -498,10 +498,11 @@ def one_state(kernel):
     return single
 
 
-def run_chunked(kernel, B, xs, chunk, minor=True):
+def run_chunked(kernel, B, xs, chunk, minor=True, spread=False):
     """``kernel`` over a batch (B, ...) of each of ``xs``, in chunks of ``chunk``; with ``minor`` the
     states of a chunk are moved to the last axis (and the kernel's results back). The kernel
-    returns one array or a tuple of them."""
+    returns one array or a tuple of them; ``spread``: one array whose rows a gather after the
+    loop reads in any order (the mass matrix's entries)."""
     C = min(B, chunk)
     n = -(-B // C)
     last = lambda x: x if x is None or not minor else computed_once(jnp.moveaxis(x, 0, -1))  # noqa: E731
@@ -524,11 +525,20 @@ def run_chunked(kernel, B, xs, chunk, minor=True):
     # stacked buffer of them all, transposed after the loop, was talos_reduced's batched
     # aba_derivatives' largest temporary: at B = 1024 39 MiB against 9 MiB now, and 111 against
     # 93 µs per state; benchmarks/README.md, session 29)
+    #
+    # A result to be spread is stored with rows of C + 1 (a zero column): rows of 128 float64,
+    # 1 KB apart, fall in 4 of L1's 64 sets, so the gather that reads a state's entries from
+    # all rows (talos_reduced's mass matrix: 1444 numbers from 370 rows) found few of them in
+    # L1 (talos_reduced's spread 1.26 -> 1.03 us per state, batched crba 5-7 % faster; rnea's
+    # transposed result was 6-14 % slower so, and two or more zero columns made the loop's
+    # kernels 1.5x slower; session 48)
     def step(ys):
         out = kernel(*(last(y) for y in ys))
-        return tuple(map(first, out)) if isinstance(out, tuple) else out
+        if isinstance(out, tuple):
+            return tuple(map(first, out))
+        return jnp.pad(out, [(0, 0)] * (out.ndim - 1) + [(0, 1)]) if spread else out
 
     out = jax.lax.map(step, chunks)  # one (n, ..., C) or (n, C, ...), or a tuple of (n, C, ...)
     if not isinstance(out, tuple) and minor:
-        out = jnp.moveaxis(out, -1, 1)
+        out = jnp.moveaxis(out[..., :C], -1, 1)
     return jax.tree_util.tree_map(lambda y: y.reshape((n * C,) + y.shape[2:])[:B], out)
